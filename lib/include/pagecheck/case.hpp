@@ -1,0 +1,83 @@
+// The case model: one batch of sequences over a paged KV cache, as loaded
+// from a case file or made by the generator. docs/case-format.md is the
+// user-facing contract.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagecheck/paged_kv.hpp"
+#include "pagecheck/tensor.hpp"
+
+namespace pagecheck {
+
+enum class TableForm : std::uint8_t {
+  Dense,  // vLLM: block_table [num_seqs, max_blocks_per_seq] + seq_lens
+  Csr,    // FlashInfer: kv_indptr, kv_indices, kv_last_page_len
+};
+
+struct CaseParams {
+  KvLayout layout = KvLayout::NHD;
+  bool causal = true;
+  std::optional<double> scale;    // default 1/sqrt(head_dim)
+  std::int64_t sliding_window = 0;  // 0: none
+  double softcap = 0.0;             // 0: none
+  double k_scale = 1.0;
+  double v_scale = 1.0;
+  std::string description;
+  // Everything else found in / to be written to __metadata__ (seed, generator
+  // settings, tool version). Known keys above are not duplicated here.
+  std::map<std::string, std::string> extra_metadata;
+
+  double effective_scale(std::int64_t head_dim) const;
+};
+
+// Both table forms reduced to CSR; `form` and `max_blocks_per_seq` remember
+// how it was given so that it is written back the same way.
+struct BlockTable {
+  TableForm form = TableForm::Dense;
+  std::int64_t max_blocks_per_seq = 0;     // Dense only
+  std::vector<std::int64_t> page_indptr;   // [num_seqs + 1]
+  std::vector<std::int32_t> page_indices;  // Dense: num_seqs * max_blocks_per_seq entries
+};
+
+struct Case {
+  std::string name;  // file stem or generator label
+  CaseParams params;
+
+  Tensor query;        // [num_tokens, q_heads, head_dim]  F32/F16/BF16
+  Tensor key_cache;    // NHD or HND, see params.layout
+  Tensor value_cache;  // same layout, its own dim
+  BlockTable table;
+  std::vector<std::int32_t> seq_lens;         // [num_seqs] (derived for CSR)
+  std::vector<std::int32_t> query_start_loc;  // [num_seqs + 1] (derived when absent)
+  bool query_start_loc_given = false;
+
+  std::optional<Tensor> recorded_output;  // [num_tokens, q_heads, v_head_dim]
+  std::optional<Tensor> recorded_lse;     // [num_tokens, q_heads] F32
+
+  // Geometry, read off the tensors (valid once the shapes have been checked).
+  std::int64_t num_seqs() const { return static_cast<std::int64_t>(seq_lens.size()); }
+  std::int64_t num_tokens() const { return query.dim(0); }
+  std::int64_t q_heads() const { return query.dim(1); }
+  std::int64_t head_dim() const { return query.dim(2); }
+  std::int64_t num_blocks() const { return key_cache.dim(0); }
+  std::int64_t block_size() const { return key_cache.dim(params.layout == KvLayout::NHD ? 1 : 2); }
+  std::int64_t kv_heads() const { return key_cache.dim(params.layout == KvLayout::NHD ? 2 : 1); }
+  std::int64_t key_head_dim() const { return key_cache.dim(3); }
+  std::int64_t v_head_dim() const { return value_cache.dim(3); }
+  std::int64_t q_len(std::int64_t seq) const { return query_start_loc[seq + 1] - query_start_loc[seq]; }
+  std::int64_t max_seq_len() const;
+  std::int64_t max_q_len() const;
+  bool is_decode() const { return max_q_len() == 1; }
+  double scale() const { return params.effective_scale(head_dim()); }
+
+  // The cache and table as the shared view, pointing into this case's host
+  // memory (pointers stay valid while the case lives and is not modified).
+  PagedKvView host_view() const;
+};
+
+}  // namespace pagecheck

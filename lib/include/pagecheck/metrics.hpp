@@ -1,0 +1,42 @@
+// Error of a path's output against the reference (or a recorded output).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "pagecheck/case.hpp"
+
+namespace pagecheck {
+
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+
+// Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
+// query, KV and output precisions decides.
+Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
+
+struct ElementLocation {
+  std::int64_t seq = -1, token = -1, head = -1, dim = -1;  // token: index within the sequence
+};
+
+struct ErrorStats {
+  double max_abs_err = 0;
+  double max_rel_err = 0;
+  double rel_l2_err = 0;        // ||out - ref|| / ||ref||
+  std::int64_t mismatches = 0;  // |out - ref| > atol + rtol * |ref|, non-finite included
+  std::int64_t nonfinite = 0;   // NaN or Inf in out
+  std::int64_t elements = 0;
+  ElementLocation worst;        // of the largest |out - ref| (a non-finite element first)
+  double worst_value = 0, worst_reference = 0;
+};
+
+// out and ref are [num_tokens, q_heads, width] (width = v_head_dim for the
+// output, 1 for LSE); locations are mapped to (seq, token-in-seq, head, dim)
+// through c.query_start_loc.
+ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref,
+                   std::int64_t width, Tolerance tolerance);
+
+}  // namespace pagecheck

@@ -1,0 +1,62 @@
+// The direct/split-KV execution plan, as in the runtime module pagecheck
+// mirrors: Direct, or SplitKv{partition_tokens, threshold_tokens} where a
+// sequence longer than threshold_tokens goes to the split path.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pagecheck/status.hpp"
+
+namespace pagecheck {
+
+enum class PlanKind : std::uint8_t { Direct, SplitKv };
+enum class PlanSource : std::uint8_t { Default, Explicit, Tuned };
+
+struct Plan {
+  PlanKind kind = PlanKind::Direct;
+  std::int64_t partition_tokens = 0;  // SplitKv only
+  std::int64_t threshold_tokens = 0;  // SplitKv only: longer sequences split
+  PlanSource source = PlanSource::Default;
+
+  // "direct" or "split:512:2048"
+  std::string to_string() const;
+  // "default", "explicit", "tuned"
+  std::string_view source_name() const;
+};
+
+// Parses "direct" or "split:PARTITION:THRESHOLD" (source = Explicit).
+Expected<Plan> parse_plan(std::string_view text);
+
+// What the planner looks at (the runtime module's AttentionPlanRequest).
+struct PlanRequest {
+  std::int64_t max_context_tokens = 0;
+  std::int64_t query_heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t value_head_dim = 0;
+  std::int64_t num_seqs = 0;
+  int multiprocessors = 132;  // of the device the plan is for
+};
+
+// Measured crossovers written by `pagecheck tune`, read by --tuning FILE.
+struct TuningEntry {
+  std::int64_t query_heads = 0, kv_heads = 0, head_dim = 0, value_head_dim = 0;
+  std::int64_t partition_tokens = 0;
+  std::int64_t threshold_tokens = 0;  // 0: split never wins
+};
+struct TuningTable {
+  std::string device_name;
+  std::vector<TuningEntry> entries;
+};
+Expected<TuningTable> read_tuning_file(const std::string& path);
+Status write_tuning_file(const std::string& path, const TuningTable& table);
+
+// The built-in heuristic (source Default), or the tuned entry matching the
+// request's heads and dims (source Tuned) when `tuning` has one.
+Plan choose_plan(const PlanRequest& request, const TuningTable* tuning);
+
+}  // namespace pagecheck

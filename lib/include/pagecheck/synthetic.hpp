@@ -1,0 +1,90 @@
+// Seeded, reproducible synthetic cases: geometry, length distributions,
+// value profiles, named model presets and the default boundary suite.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pagecheck/case.hpp"
+#include "pagecheck/status.hpp"
+
+namespace pagecheck {
+
+enum class LengthDist : std::uint8_t {
+  Fixed,     // every sequence seq_len_max (or q_len_max)
+  Uniform,   // uniform in [min, max]
+  List,      // cycle through `*_list`
+};
+
+enum class QueryMode : std::uint8_t {
+  Decode,   // q_len = 1
+  Prefill,  // q_len = seq_len (a whole prompt)
+  Chunked,  // q_len drawn from the q_len distribution, <= seq_len (chunked prefill)
+  Mixed,    // alternate decode and chunked-prefill sequences
+};
+
+enum class ValueProfile : std::uint8_t {
+  Gaussian,     // N(0, 1) everywhere
+  LlmLike,      // a few large-magnitude key channels, an attention-sink first token
+  LargeLogits,  // logits in the hundreds: punishes a softmax without max subtraction
+};
+
+struct SyntheticSpec {
+  std::string name = "synthetic";
+  std::uint64_t seed = 1;
+
+  std::int64_t num_seqs = 4;
+  std::int64_t q_heads = 8;
+  std::int64_t kv_heads = 2;
+  std::int64_t head_dim = 128;
+  std::int64_t v_head_dim = 0;  // 0: same as head_dim
+  std::int64_t block_size = 16;
+  std::int64_t pool_factor = 3;  // pool holds at least this many times the pages needed
+
+  DType query_dtype = DType::BF16;
+  DType kv_dtype = DType::BF16;
+  KvLayout layout = KvLayout::NHD;
+  TableForm table_form = TableForm::Dense;
+
+  LengthDist seq_len_dist = LengthDist::Fixed;
+  std::int64_t seq_len_min = 1;
+  std::int64_t seq_len_max = 256;
+  std::vector<std::int64_t> seq_len_list;
+
+  QueryMode query_mode = QueryMode::Decode;
+  LengthDist q_len_dist = LengthDist::Fixed;
+  std::int64_t q_len_min = 1;
+  std::int64_t q_len_max = 1;
+  std::vector<std::int64_t> q_len_list;
+
+  bool causal = true;
+  std::int64_t sliding_window = 0;
+  double softcap = 0;
+  std::optional<double> scale;
+  double k_scale = 1.0;  // fp8 scales (stored x means x * scale)
+  double v_scale = 1.0;
+
+  ValueProfile profile = ValueProfile::Gaussian;
+  bool share_pages = true;  // some pages shared between sequences (prefix caching)
+  bool poison_unused = true;  // NaN in unreferenced pages and slots past seq_len
+  std::string description;
+};
+
+Expected<Case> generate_case(const SyntheticSpec& spec);
+
+// Real model geometries: "llama3-8b", "llama3-70b", "mistral-7b-window",
+// "gemma2-9b-softcap", "deepseek-192-128", ... (preset_names() lists them).
+std::vector<std::string> preset_names();
+Expected<SyntheticSpec> preset(const std::string& name);
+
+// The default suite of boundary cases (lengths 1, block±1, partition±1, odd
+// block sizes, long contexts, mixed prefill and decode, every dtype).
+std::vector<SyntheticSpec> default_suite();
+
+// Records the generator settings of `spec` as metadata strings.
+std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec);
+
+}  // namespace pagecheck

@@ -1,0 +1,42 @@
+#include "pagecheck/case.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace pagecheck {
+
+double CaseParams::effective_scale(std::int64_t head_dim) const {
+  return scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+std::int64_t Case::max_seq_len() const {
+  std::int64_t m = 0;
+  for (auto len : seq_lens) m = std::max<std::int64_t>(m, len);
+  return m;
+}
+
+std::int64_t Case::max_q_len() const {
+  std::int64_t m = 0;
+  for (std::int64_t s = 0; s + 1 < static_cast<std::int64_t>(query_start_loc.size()); ++s) m = std::max(m, q_len(s));
+  return m;
+}
+
+PagedKvView Case::host_view() const {
+  PagedKvView v;
+  v.key_data = key_cache.data;
+  v.value_data = value_cache.data;
+  v.page_indices = table.page_indices.data();
+  v.page_indptr = table.page_indptr.data();
+  v.seq_lens = seq_lens.data();
+  v.num_seqs = num_seqs();
+  v.num_blocks = num_blocks();
+  v.block_size = static_cast<std::int32_t>(block_size());
+  v.kv_heads = static_cast<std::int32_t>(kv_heads());
+  v.head_dim = static_cast<std::int32_t>(key_head_dim());
+  v.v_head_dim = static_cast<std::int32_t>(v_head_dim());
+  v.key_strides = cache_strides(params.layout, block_size(), kv_heads(), key_head_dim());
+  v.value_strides = cache_strides(params.layout, block_size(), kv_heads(), v_head_dim());
+  return v;
+}
+
+}  // namespace pagecheck

@@ -1,0 +1,2 @@
+// Placeholder until this area lands; replaced by its implementation.
+#include "pagecheck/case_file.hpp"

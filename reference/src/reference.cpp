@@ -1,0 +1,1 @@
+#include "pagecheck/reference.hpp"
