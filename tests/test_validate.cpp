@@ -1,0 +1,2 @@
+#include <doctest/doctest.h>
+// Filled in by the validate area.
