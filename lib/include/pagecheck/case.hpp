@@ -27,6 +27,9 @@ struct CaseParams {
   double softcap = 0.0;             // 0: none
   double k_scale = 1.0;
   double v_scale = 1.0;
+  // The block size the table was built for, when the recording runtime says
+  // (__metadata__ "block_size"); validation checks it equals the cache's.
+  std::optional<std::int64_t> table_block_size;
   std::string description;
   // Everything else found in / to be written to __metadata__ (seed, generator
   // settings, tool version). Known keys above are not duplicated here.
