@@ -45,6 +45,7 @@ struct PlanRequest {
 // Measured crossovers written by `pagecheck tune`, read by --tuning FILE.
 struct TuningEntry {
   std::int64_t query_heads = 0, kv_heads = 0, head_dim = 0, value_head_dim = 0;
+  std::int64_t num_seqs = 0;          // batch size it was measured at; 0: any (the nearest one is used)
   std::int64_t partition_tokens = 0;
   std::int64_t threshold_tokens = 0;  // 0: split never wins
 };
