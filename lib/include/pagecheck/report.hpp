@@ -2,7 +2,9 @@
 // JSON, CSV and JUnit XML.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +47,7 @@ struct CaseReport {
   std::string description;
   std::string geometry;  // one line: "4 seqs, 8/2 heads, d128, bs16, BF16/BF16, NHD, decode"
   std::vector<std::string> warnings;
+  std::vector<std::string> errors;  // validation / load errors: the case did not run (exit 3)
   std::vector<PathReport> paths;
 };
 
@@ -55,8 +58,23 @@ struct RunReport {
   std::vector<CaseReport> cases;
 };
 
-// 0 when every path that ran passed, 1 when any failed, 4 when any errored.
+// 0 when every path that ran passed, 1 when any failed, 3 when a case was
+// invalid, 4 when any errored; the most severe wins. Skipped and n/a never fail.
 int report_exit_code(const RunReport& report);
+
+struct RunSummary {
+  std::int64_t cases = 0, invalid_cases = 0, paths = 0;
+  std::int64_t pass = 0, fail = 0, skipped = 0, not_applicable = 0, error = 0;
+};
+RunSummary summarize(const RunReport& report);
+
+// The timing the table shows for a path: stage "total", else the first.
+const StageTiming* headline_timing(const PathReport& path);
+double gb_per_s(const StageTiming& timing);     // 0 when no byte model
+double tflop_per_s(const StageTiming& timing);  // 0 when no FLOP model
+std::string xml_escape(std::string_view text);
+std::string to_csv(const RunReport& report);
+std::string to_junit(const RunReport& report);
 
 void print_table(std::FILE* out, const RunReport& report, bool color);
 nlohmann::json to_json(const RunReport& report);
