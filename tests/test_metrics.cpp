@@ -1,2 +1,156 @@
+// compare(): error statistics, mismatch counting, non-finite handling and
+// the location of the worst element; default tolerances.
 #include <doctest/doctest.h>
-// Filled in by the metrics area.
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "pagecheck/metrics.hpp"
+
+using namespace pagecheck;
+
+namespace {
+
+// Two sequences: 1 and 3 query tokens, 2 heads, width 4.
+Case geometry() {
+  Case c;
+  c.query = Tensor::zeros(DType::F32, {4, 2, 4});
+  c.query_start_loc = {0, 1, 4};
+  c.seq_lens = {5, 3};
+  return c;
+}
+
+std::vector<double> ramp(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.25 + 0.01 * static_cast<double>(i);
+  return v;
+}
+
+std::vector<float> as_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("identical outputs have no error") {
+  const Case c = geometry();
+  const auto ref = ramp(32);
+  const auto out = as_float(ref);
+  const auto stats = compare(c, out, ref, 4, {1e-5, 1e-4});
+  CHECK(stats.elements == 32);
+  CHECK(stats.mismatches == 0);
+  CHECK(stats.nonfinite == 0);
+  CHECK(stats.max_abs_err < 1e-7);  // float rounding only
+  CHECK(stats.rel_l2_err < 1e-7);
+}
+
+TEST_CASE("one wrong element is counted and located as (sequence, token, head, dim)") {
+  const Case c = geometry();
+  const auto ref = ramp(32);
+  auto out = as_float(ref);
+  // Element 27 = token 3, head 0, dim 3; token 3 is token 2 of sequence 1.
+  out[27] += 0.1f;
+  const auto stats = compare(c, out, ref, 4, {1e-3, 1e-3});
+  CHECK(stats.mismatches == 1);
+  CHECK(stats.max_abs_err == doctest::Approx(0.1).epsilon(1e-5));
+  CHECK(stats.worst.seq == 1);
+  CHECK(stats.worst.token == 2);
+  CHECK(stats.worst.head == 0);
+  CHECK(stats.worst.dim == 3);
+  CHECK(stats.worst_reference == doctest::Approx(ref[27]));
+  CHECK(stats.max_rel_err == doctest::Approx(0.1 / ref[27]).epsilon(1e-4));
+}
+
+TEST_CASE("relative L2 error is ||out - ref|| / ||ref||") {
+  const Case c = geometry();
+  std::vector<double> ref(32, 0.5);
+  std::vector<float> out(32, 0.5f);
+  out[0] = 0.5f + 0.25f;  // diff norm 0.25, ref norm 0.5 * sqrt(32)
+  const auto stats = compare(c, out, ref, 4, {1e-2, 1e-2});
+  CHECK(stats.rel_l2_err == doctest::Approx(0.25 / (0.5 * std::sqrt(32.0))));
+}
+
+TEST_CASE("tolerance is atol + rtol * |ref|") {
+  const Case c = geometry();
+  std::vector<double> ref(32, 1.0);
+  std::vector<float> out(32, 1.0f);
+  out[1] = 1.0f + 0.015f;  // inside 0.01 + 0.01 * 1
+  out[2] = 1.0f + 0.025f;  // outside
+  const auto stats = compare(c, out, ref, 4, {1e-2, 1e-2});
+  CHECK(stats.mismatches == 1);
+  CHECK(stats.worst.dim == 2);
+}
+
+TEST_CASE("a non-finite element is a mismatch and always the worst") {
+  const Case c = geometry();
+  const auto ref = ramp(32);
+  auto out = as_float(ref);
+  out[3] += 5.0f;                                        // large finite error
+  out[9] = std::numeric_limits<float>::quiet_NaN();     // token 1, head 0, dim 1
+  out[20] = std::numeric_limits<float>::infinity();
+  const auto stats = compare(c, out, ref, 4, {1e-2, 1e-2});
+  CHECK(stats.nonfinite == 2);
+  CHECK(stats.mismatches == 3);
+  CHECK(stats.worst.seq == 1);
+  CHECK(stats.worst.token == 0);
+  CHECK(stats.worst.head == 0);
+  CHECK(stats.worst.dim == 1);
+  CHECK(std::isinf(stats.max_abs_err));
+  CHECK(std::isinf(stats.rel_l2_err));
+}
+
+TEST_CASE("the same infinity on both sides agrees (LSE of a row with no visible key)") {
+  Case c = geometry();
+  std::vector<double> ref(8, 1.0);
+  std::vector<float> out(8, 1.0f);
+  ref[5] = -std::numeric_limits<double>::infinity();
+  out[5] = -std::numeric_limits<float>::infinity();
+  const auto stats = compare(c, out, ref, 1, {1e-4, 1e-5});
+  CHECK(stats.mismatches == 0);
+  CHECK(stats.nonfinite == 0);
+  CHECK(stats.max_abs_err == 0);
+}
+
+TEST_CASE("relative error uses a floor on |ref|") {
+  const Case c = geometry();
+  std::vector<double> ref(32, 0.0);
+  std::vector<float> out(32, 0.0f);
+  out[0] = 1e-6f;
+  const auto stats = compare(c, out, ref, 4, {1e-5, 1e-4});
+  CHECK(stats.max_rel_err == doctest::Approx(1e-6 / kRelErrFloor).epsilon(1e-3));
+  CHECK(std::isinf(stats.rel_l2_err));  // a zero reference and a nonzero output
+}
+
+TEST_CASE("spans of different lengths count the missing elements as mismatches") {
+  const Case c = geometry();
+  const auto ref = ramp(32);
+  const auto out = as_float(std::vector<double>(ref.begin(), ref.begin() + 30));
+  const auto stats = compare(c, out, ref, 4, {1e-5, 1e-4});
+  CHECK(stats.mismatches == 2);
+  CHECK(stats.elements == 32);
+}
+
+TEST_CASE("default tolerances: the loosest precision decides") {
+  const auto f32 = default_tolerance(DType::F32, DType::F32);
+  const auto f16 = default_tolerance(DType::F16, DType::F16);
+  const auto bf16 = default_tolerance(DType::BF16, DType::BF16);
+  const auto fp8 = default_tolerance(DType::BF16, DType::F8_E4M3);
+  CHECK(f32.atol < f16.atol);
+  CHECK(f16.atol < bf16.atol);
+  CHECK(bf16.atol <= fp8.atol);
+  CHECK(f32.rtol < f16.rtol);
+  CHECK(f16.rtol < bf16.rtol);
+  const auto mixed = default_tolerance(DType::F32, DType::BF16);
+  CHECK(mixed.atol == bf16.atol);
+  CHECK(mixed.rtol == bf16.rtol);
+  CHECK(default_tolerance(DType::F32, DType::F8_E5M2).atol == fp8.atol);
+  // Every pair is positive and no tighter than float32 rounding.
+  for (DType q : {DType::F32, DType::F16, DType::BF16})
+    for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+      const auto t = default_tolerance(q, kv);
+      CHECK(t.atol >= 1e-6);
+      CHECK(t.rtol >= 1e-5);
+      const auto lse = default_lse_tolerance(q, kv);
+      CHECK(lse.atol >= 1e-4);
+      CHECK(lse.atol >= t.atol);
+    }
+}

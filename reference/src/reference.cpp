@@ -1,1 +1,277 @@
+// The Eigen CPU reference: float64, one step of the math per line.
+//
+// For each sequence s and KV head g (one work item, run in parallel):
+//   1. gather K [L, dk] and V [L, dv] of the sequence through the block table,
+//      dequantised (stored x means x * k_scale / v_scale);
+//   2. for each tile of query tokens, stack the group's query heads as rows;
+//   3. S = Q K^T * scale, capped, masked (key_visible), softmax with the row
+//      maximum subtracted, O = P V, LSE = log of the normaliser.
+// It never reads a slot past seq_len or a page the table does not name: those
+// hold NaN in synthetic cases.
+//
+// A query row that sees no key (impossible under the case model's rules —
+// causal rows see themselves, non-causal windows see the last key — but
+// defined anyway) gets output 0 and LSE -inf.
 #include "pagecheck/reference.hpp"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "pagecheck/paged_kv.hpp"
+
+namespace pagecheck {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::VectorXd;
+
+// Query tokens per tile: a tile's rows are (token, head of the group) pairs.
+constexpr std::int64_t kTokensPerTile = 64;
+
+const std::array<double, 256>& fp8_table(DType dtype) {
+  static const auto make = [](bool e4m3) {
+    std::array<double, 256> table{};
+    for (int bits = 0; bits < 256; ++bits)
+      table[bits] = e4m3 ? fp8_e4m3_to_float(static_cast<std::uint8_t>(bits))
+                         : fp8_e5m2_to_float(static_cast<std::uint8_t>(bits));
+    return table;
+  };
+  static const std::array<double, 256> e4m3 = make(true);
+  static const std::array<double, 256> e5m2 = make(false);
+  return dtype == DType::F8_E4M3 ? e4m3 : e5m2;
+}
+
+// dst[k] = stored[offset + k] * scale for k < n, widened to double.
+void load_row(DType dtype, const std::byte* data, std::int64_t offset, std::int64_t n, double scale,
+              double* dst) {
+  switch (dtype) {
+    case DType::F32:
+      for (std::int64_t k = 0; k < n; ++k) {
+        float v;
+        std::memcpy(&v, data + (offset + k) * 4, 4);
+        dst[k] = static_cast<double>(v) * scale;
+      }
+      return;
+    case DType::BF16:
+      for (std::int64_t k = 0; k < n; ++k) {
+        std::uint16_t bits;
+        std::memcpy(&bits, data + (offset + k) * 2, 2);
+        const std::uint32_t widened = static_cast<std::uint32_t>(bits) << 16;
+        float v;
+        std::memcpy(&v, &widened, 4);
+        dst[k] = static_cast<double>(v) * scale;
+      }
+      return;
+    case DType::F8_E4M3:
+    case DType::F8_E5M2: {
+      const auto& table = fp8_table(dtype);
+      for (std::int64_t k = 0; k < n; ++k)
+        dst[k] = table[static_cast<std::uint8_t>(data[offset + k])] * scale;
+      return;
+    }
+    default:
+      for (std::int64_t k = 0; k < n; ++k)
+        dst[k] = load_element(dtype, data, static_cast<std::size_t>(offset + k)) * scale;
+      return;
+  }
+}
+
+bool is_cache_dtype(DType d) {
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || is_fp8(d) || d == DType::F64;
+}
+
+// The reference checks what it needs in order not to read out of bounds;
+// validate_case gives users the full story before anything runs.
+Status check_geometry(const Case& c) {
+  const auto where = std::string("reference");
+  if (c.query.rank() != 3) return invalid_input("query must have rank 3, got " + c.query.describe(), where);
+  if (c.key_cache.rank() != 4 || c.value_cache.rank() != 4)
+    return invalid_input("key_cache and value_cache must have rank 4", where);
+  if (!is_float_dtype(c.query.dtype) || !is_cache_dtype(c.key_cache.dtype) || !is_cache_dtype(c.value_cache.dtype))
+    return invalid_input("query, key_cache and value_cache must be float tensors", where);
+  for (const Tensor* t : {&c.query, &c.key_cache, &c.value_cache}) {
+    for (auto d : t->shape)
+      if (d < 0) return invalid_input("negative dimension in " + t->describe(), where);
+    if (static_cast<std::size_t>(t->numel()) * dtype_size(t->dtype) > t->nbytes)
+      return invalid_input("tensor " + t->describe() + " holds fewer bytes than its shape needs", where);
+  }
+  const auto kv_heads = c.kv_heads(), q_heads = c.q_heads();
+  if (c.block_size() <= 0) return invalid_input(fmt::format("block_size {} must be positive", c.block_size()), where);
+  if (kv_heads <= 0 || q_heads % kv_heads != 0)
+    return invalid_input(fmt::format("q_heads {} is not a multiple of kv_heads {}", q_heads, kv_heads), where);
+  if (c.head_dim() != c.key_head_dim())
+    return invalid_input(fmt::format("query head_dim {} != key head_dim {}", c.head_dim(), c.key_head_dim()), where);
+  if (c.value_cache.dim(0) != c.num_blocks() || c.value_cache.dim(1) != c.key_cache.dim(1) ||
+      c.value_cache.dim(2) != c.key_cache.dim(2))
+    return invalid_input("key_cache and value_cache disagree on blocks, slots or heads", where);
+  const auto num_seqs = c.num_seqs();
+  if (static_cast<std::int64_t>(c.query_start_loc.size()) != num_seqs + 1)
+    return invalid_input(fmt::format("query_start_loc has {} entries, expected num_seqs + 1 = {}",
+                                     c.query_start_loc.size(), num_seqs + 1), where);
+  if (static_cast<std::int64_t>(c.table.page_indptr.size()) != num_seqs + 1)
+    return invalid_input(fmt::format("block table has {} row offsets, expected {}", c.table.page_indptr.size(),
+                                     num_seqs + 1), where);
+  if (c.query_start_loc[0] != 0 || c.query_start_loc[num_seqs] != c.num_tokens())
+    return invalid_input(fmt::format("query_start_loc must run from 0 to num_tokens {}", c.num_tokens()), where);
+  const auto table_size = static_cast<std::int64_t>(c.table.page_indices.size());
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const std::int64_t q_len = c.q_len(s), seq_len = c.seq_lens[s];
+    if (q_len < 0 || q_len > seq_len)
+      return invalid_input(fmt::format("sequence {}: q_len {} must be in [0, seq_len {}]", s, q_len, seq_len), where);
+    const std::int64_t pages = (seq_len + c.block_size() - 1) / c.block_size();
+    const std::int64_t first = c.table.page_indptr[s], end = c.table.page_indptr[s + 1];
+    if (first < 0 || end > table_size || end - first < pages)
+      return invalid_input(fmt::format("sequence {}: table row [{}, {}) cannot hold its {} pages", s, first, end, pages),
+                           where);
+    for (std::int64_t p = 0; p < pages; ++p) {
+      const auto page = c.table.page_indices[first + p];
+      if (page < 0 || page >= c.num_blocks())
+        return invalid_input(fmt::format("sequence {}: table entry {} = {} but the cache has {} blocks", s, p, page,
+                                         c.num_blocks()), where);
+    }
+  }
+  return {};
+}
+
+// One (sequence, KV head) work item: writes the output and LSE rows of the
+// group's query heads for every query token of the sequence.
+void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq, std::int64_t kv_head,
+                          ReferenceResult& result) {
+  const std::int64_t seq_len = kv.seq_len(seq);
+  const std::int64_t q_len = c.q_len(seq);
+  const std::int64_t first_token = c.query_start_loc[seq];
+  const std::int64_t q_heads = c.q_heads(), dk = kv.head_dim, dv = kv.v_head_dim;
+  const std::int64_t group = q_heads / kv.kv_heads;  // query heads per KV head
+  const double scale = c.scale(), softcap = c.params.softcap;
+  const auto key_bytes = static_cast<const std::byte*>(kv.key_data);
+  const auto value_bytes = static_cast<const std::byte*>(kv.value_data);
+  constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+  // 1. Gather K and V of the sequence through the table.
+  Matrix K(seq_len, dk);  // [L, dk]
+  Matrix V(seq_len, dv);  // [L, dv]
+  for (std::int64_t j = 0; j < seq_len; ++j) {
+    load_row(c.key_cache.dtype, key_bytes, kv.key_offset(seq, j, kv_head), dk, c.params.k_scale, K.row(j).data());
+    load_row(c.value_cache.dtype, value_bytes, kv.value_offset(seq, j, kv_head), dv, c.params.v_scale,
+             V.row(j).data());
+  }
+
+  for (std::int64_t tile_start = 0; tile_start < q_len; tile_start += kTokensPerTile) {
+    const std::int64_t tile_tokens = std::min(kTokensPerTile, q_len - tile_start);
+    const std::int64_t rows = tile_tokens * group;  // row r: token tile_start + r / group, head kv_head*group + r % group
+    auto position = [&](std::int64_t token) { return seq_len - q_len + token; };  // absolute position of a query token
+
+    // 2. Keys that any row of the tile can see: [key_begin, key_end).
+    std::int64_t key_begin = 0, key_end = seq_len;
+    if (c.params.causal) key_end = std::min(seq_len, position(tile_start + tile_tokens - 1) + 1);
+    if (c.params.sliding_window > 0)
+      key_begin = std::clamp<std::int64_t>(position(tile_start) - c.params.sliding_window + 1, 0, key_end);
+    const std::int64_t keys = key_end - key_begin;
+
+    Matrix Q(rows, dk);  // [tile_tokens * group, dk]
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t token = first_token + tile_start + r / group, head = kv_head * group + r % group;
+      load_row(c.query.dtype, c.query.data, (token * q_heads + head) * dk, dk, 1.0, Q.row(r).data());
+    }
+
+    // 3. Logits, cap, mask.
+    Matrix S = (Q * K.middleRows(key_begin, keys).transpose()) * scale;  // [rows, keys]
+    if (softcap > 0) S = (S.array() / softcap).tanh().matrix() * softcap;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t pos = position(tile_start + r / group);
+      for (std::int64_t k = 0; k < keys; ++k)
+        if (!key_visible(key_begin + k, pos, c.params.causal, c.params.sliding_window)) S(r, k) = kMinusInf;
+    }
+
+    // 4. Softmax with the row maximum subtracted; O = P V; LSE.
+    Vector row_max = keys > 0 ? Vector(S.rowwise().maxCoeff()) : Vector::Constant(rows, kMinusInf);  // [rows]
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (row_max(r) == kMinusInf) row_max(r) = 0;  // a row with no visible key: P = 0 below
+    Matrix P = (S.colwise() - row_max).array().exp().matrix();                  // [rows, keys], exp(-inf) = 0
+    Vector normaliser = P.rowwise().sum();                                       // [rows]
+    Matrix O = P * V.middleRows(key_begin, keys);                                // [rows, dv], unnormalised
+
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t token = first_token + tile_start + r / group, head = kv_head * group + r % group;
+      const bool sees_a_key = normaliser(r) > 0;
+      double* out = result.output.data() + (token * q_heads + head) * dv;
+      for (std::int64_t d = 0; d < dv; ++d) out[d] = sees_a_key ? O(r, d) / normaliser(r) : 0.0;
+      result.lse[token * q_heads + head] = sees_a_key ? row_max(r) + std::log(normaliser(r)) : kMinusInf;
+    }
+  }
+}
+
+class ReferencePath final : public Path {
+ public:
+  std::string name() const override { return "reference"; }
+  bool needs_gpu() const override { return false; }
+  Applicability applies(const Case&) const override { return {}; }
+  Expected<PathRun> run(const Case& c, const RunOptions& options) override {
+    const auto start = std::chrono::steady_clock::now();
+    auto result = reference_attention(c);
+    if (!result.ok()) return result.error();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    PathRun run;
+    run.output.assign(result->output.begin(), result->output.end());
+    run.lse.assign(result->lse.begin(), result->lse.end());
+    if (options.measure) {
+      StageTiming total;
+      total.stage = "total";
+      total.median_ms = total.min_ms = total.max_ms = ms;
+      total.repeats = 1;
+      run.timings.push_back(total);
+    }
+    run.notes["arithmetic"] = "float64 (Eigen), CPU";
+    return run;
+  }
+};
+
+}  // namespace
+
+Expected<ReferenceResult> reference_attention(const Case& c, int threads) {
+  PC_TRY(check_geometry(c));
+  const PagedKvView kv = c.host_view();
+  ReferenceResult result;
+  result.output.assign(static_cast<std::size_t>(c.num_tokens() * c.q_heads() * c.v_head_dim()), 0.0);
+  result.lse.assign(static_cast<std::size_t>(c.num_tokens() * c.q_heads()), 0.0);
+
+  const std::int64_t items = c.num_seqs() * c.kv_heads();  // item i: sequence i / kv_heads, KV head i % kv_heads
+  std::int64_t workers = threads > 0 ? threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
+  workers = std::clamp<std::int64_t>(workers, 1, std::max<std::int64_t>(items, 1));
+
+  std::atomic<std::int64_t> next_item{0};
+  std::mutex failure_mutex;
+  std::string failure;
+  auto work = [&] {
+    try {
+      for (std::int64_t item = next_item++; item < items; item = next_item++)
+        attend_sequence_head(c, kv, item / c.kv_heads(), item % c.kv_heads(), result);
+    } catch (const std::exception& e) {
+      std::lock_guard lock(failure_mutex);
+      failure = e.what();
+      next_item = items;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (std::int64_t w = 1; w < workers; ++w) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (!failure.empty()) return runtime_error("reference failed: " + failure, "reference");
+  return result;
+}
+
+std::unique_ptr<Path> make_reference_path() { return std::make_unique<ReferencePath>(); }
+
+}  // namespace pagecheck

@@ -17,6 +17,13 @@ struct Tolerance {
 // Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
 // query, KV and output precisions decides.
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
+// The same for the LSE (log domain: an absolute floor of 1e-4 at least).
+Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype);
+
+// max_rel_err divides by max(|ref|, kRelErrFloor), so that outputs near zero
+// do not make the relative error meaningless (attention outputs are averages
+// of V rows, typically of magnitude 0.01 to 1).
+inline constexpr double kRelErrFloor = 1e-3;
 
 struct ElementLocation {
   std::int64_t seq = -1, token = -1, head = -1, dim = -1;  // token: index within the sequence
@@ -36,6 +43,10 @@ struct ErrorStats {
 // out and ref are [num_tokens, q_heads, width] (width = v_head_dim for the
 // output, 1 for LSE); locations are mapped to (seq, token-in-seq, head, dim)
 // through c.query_start_loc.
+// A non-finite out element is a mismatch and counts in `nonfinite`, unless it
+// equals the reference exactly (an LSE of -inf where no key is visible); while
+// any is present max_abs_err, max_rel_err and rel_l2_err are +inf. Elements of
+// the longer span beyond the shorter one count as mismatches.
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref,
                    std::int64_t width, Tolerance tolerance);
 
