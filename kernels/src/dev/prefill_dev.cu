@@ -1,0 +1,482 @@
+// Scratch driver for prefill.cu and fmha.cu (not part of the library build).
+// Builds random paged cases on the host (shuffled pages, NaN in unused slots),
+// runs launch_prefill and launch_gather + launch_fmha, compares with a float64
+// CPU loop, counts unwritten (NaN-poisoned) outputs, checks bitwise
+// repeatability, then times the benchmark shapes with CUDA events (warm-up,
+// L2 flushed before each repeat, median).
+//
+// Build (from the repo root):
+//   nvcc -std=c++20 -gencode arch=compute_90,code=sm_90 -O3 --expt-relaxed-constexpr -lineinfo \
+//     -Ilib/include -Ikernels/src -Ikernels/include kernels/src/dev/prefill_dev.cu \
+//     kernels/src/prefill.cu kernels/src/fmha.cu lib/src/dtype.cpp -o devbin/prefill_dev
+// Run: devbin/prefill_dev [check] [bench]
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "launchers.cuh"
+
+using namespace pagecheck;
+using namespace pagecheck::gpu;
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+static int g_failures = 0;
+
+struct Spec {
+  std::vector<int> q_lens, seq_lens;
+  int q_heads = 32, kv_heads = 8, dk = 128, dv = 128, block = 16;
+  DType q_dtype = DType::BF16, kv_dtype = DType::BF16;
+  bool causal = true;
+  std::int64_t window = 0;
+  float softcap = 0.f;
+  KvLayout layout = KvLayout::NHD;
+  float k_scale = 1.f, v_scale = 1.f;
+  bool lse = true;
+  std::string label;
+};
+
+static std::size_t esize(DType d) {
+  switch (d) {
+    case DType::F32: return 4;
+    case DType::F16: case DType::BF16: return 2;
+    default: return 1;
+  }
+}
+// Stores x rounded to d at element i; returns the stored value.
+static double store(DType d, std::vector<unsigned char>& buf, std::size_t i, float x) {
+  switch (d) {
+    case DType::F32: std::memcpy(&buf[i * 4], &x, 4); return x;
+    case DType::F16: { __half h = __float2half_rn(x); std::memcpy(&buf[i * 2], &h, 2); return __half2float(h); }
+    case DType::BF16: { __nv_bfloat16 h = __float2bfloat16_rn(x); std::memcpy(&buf[i * 2], &h, 2); return __bfloat162float(h); }
+    case DType::F8_E4M3: { __nv_fp8_e4m3 h(x); std::memcpy(&buf[i], &h, 1); return static_cast<float>(h); }
+    case DType::F8_E5M2: { __nv_fp8_e5m2 h(x); std::memcpy(&buf[i], &h, 1); return static_cast<float>(h); }
+    default: return 0;
+  }
+}
+static double load(DType d, const std::vector<unsigned char>& buf, std::size_t i) {
+  switch (d) {
+    case DType::F32: { float x; std::memcpy(&x, &buf[i * 4], 4); return x; }
+    case DType::F16: { __half h; std::memcpy(&h, &buf[i * 2], 2); return __half2float(h); }
+    case DType::BF16: { __nv_bfloat16 h; std::memcpy(&h, &buf[i * 2], 2); return __bfloat162float(h); }
+    default: return 0;
+  }
+}
+static void fill_nan(DType d, std::vector<unsigned char>& buf, std::size_t i) {
+  store(d, buf, i, NAN);
+  if (d == DType::F8_E5M2 || d == DType::F8_E4M3) buf[i] = 0x7f;
+}
+
+struct HostCase {
+  Spec s;
+  std::vector<int> qsl;  // query_start_loc
+  std::vector<std::int64_t> indptr;
+  std::vector<int> indices;
+  std::int64_t num_blocks = 0, num_tokens = 0;
+  std::vector<unsigned char> q, k, v;
+  std::vector<double> qd, kd, vd;  // stored values widened (no scales)
+  PagedKvView view;  // host pointers
+};
+
+static HostCase make_case(const Spec& s, std::uint64_t seed, bool fill_values = true) {
+  HostCase c;
+  c.s = s;
+  std::mt19937_64 rng(seed);
+  const int n = static_cast<int>(s.seq_lens.size());
+  c.qsl.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) c.qsl[i + 1] = c.qsl[i] + s.q_lens[i];
+  c.num_tokens = c.qsl[n];
+  c.indptr.assign(n + 1, 0);
+  for (int i = 0; i < n; ++i) c.indptr[i + 1] = c.indptr[i] + (s.seq_lens[i] + s.block - 1) / s.block + 1;  // one spare entry
+  c.num_blocks = c.indptr[n] + 3;
+  std::vector<int> perm(c.num_blocks);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  c.indices.assign(perm.begin(), perm.begin() + c.indptr[n]);
+  const std::int64_t kelems = c.num_blocks * s.block * s.kv_heads * s.dk;
+  const std::int64_t velems = c.num_blocks * s.block * s.kv_heads * s.dv;
+  c.k.assign(kelems * esize(s.kv_dtype), 0);
+  c.v.assign(velems * esize(s.kv_dtype), 0);
+  c.kd.assign(kelems, NAN);
+  c.vd.assign(velems, NAN);
+  c.q.assign(c.num_tokens * s.q_heads * s.dk * esize(s.q_dtype), 0);
+  c.qd.assign(c.num_tokens * s.q_heads * s.dk, 0);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  const float kmul = 1.0f / s.k_scale, vmul = 1.0f / s.v_scale;
+  if (fill_values) {
+    for (std::int64_t i = 0; i < kelems; ++i) fill_nan(s.kv_dtype, c.k, i);
+    for (std::int64_t i = 0; i < velems; ++i) fill_nan(s.kv_dtype, c.v, i);
+  }
+  c.view.block_size = s.block;
+  c.view.kv_heads = s.kv_heads;
+  c.view.head_dim = s.dk;
+  c.view.v_head_dim = s.dv;
+  c.view.num_seqs = n;
+  c.view.num_blocks = c.num_blocks;
+  c.view.key_strides = cache_strides(s.layout, s.block, s.kv_heads, s.dk);
+  c.view.value_strides = cache_strides(s.layout, s.block, s.kv_heads, s.dv);
+  c.view.page_indices = c.indices.data();
+  c.view.page_indptr = c.indptr.data();
+  c.view.seq_lens = s.seq_lens.data();
+  c.s = s;
+  c.view.seq_lens = c.s.seq_lens.data();
+  if (!fill_values) {  // benchmark: random bytes fast, no NaN slots
+    for (auto& b : c.k) b = static_cast<unsigned char>(rng());
+    for (auto& b : c.v) b = static_cast<unsigned char>(rng());
+    // keep 16-bit values finite and small: clear exponent high bits
+    if (esize(s.kv_dtype) == 2) {
+      for (std::size_t i = 1; i < c.k.size(); i += 2) c.k[i] &= 0xBF;
+      for (std::size_t i = 1; i < c.v.size(); i += 2) c.v[i] &= 0xBF;
+    }
+    for (std::int64_t i = 0; i < c.num_tokens * s.q_heads * s.dk; ++i) c.qd[i] = store(s.q_dtype, c.q, i, uni(rng));
+    for (std::int64_t i = 0; i < kelems; ++i) c.kd[i] = 0;
+    return c;
+  }
+  for (int seq = 0; seq < n; ++seq)
+    for (int j = 0; j < c.s.seq_lens[seq]; ++j)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        const std::int64_t ko = c.view.key_offset(seq, j, h), vo = c.view.value_offset(seq, j, h);
+        for (int d = 0; d < s.dk; ++d) c.kd[ko + d] = store(s.kv_dtype, c.k, ko + d, uni(rng) * 2.f * kmul);
+        for (int d = 0; d < s.dv; ++d) c.vd[vo + d] = store(s.kv_dtype, c.v, vo + d, uni(rng) * vmul);
+      }
+  for (std::int64_t i = 0; i < c.num_tokens * s.q_heads * s.dk; ++i) c.qd[i] = store(s.q_dtype, c.q, i, uni(rng));
+  return c;
+}
+
+// float64 reference of rows (token, head); out [dv], lse.
+static void reference_row(const HostCase& c, int seq, int i, int head, std::vector<double>& out, double& lse) {
+  const Spec& s = c.s;
+  const int q_len = s.q_lens[seq], seq_len = s.seq_lens[seq];
+  const int pos = seq_len - q_len + i;
+  const int kvh = head / (s.q_heads / s.kv_heads);
+  const std::int64_t token = c.qsl[seq] + i;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.dk));
+  std::vector<double> logits;
+  std::vector<int> keys;
+  for (int j = 0; j < seq_len; ++j) {
+    if (!key_visible(j, pos, s.causal, s.window)) continue;
+    const std::int64_t ko = c.view.key_offset(seq, j, kvh);
+    double dot = 0;
+    for (int d = 0; d < s.dk; ++d) dot += c.qd[(token * s.q_heads + head) * s.dk + d] * c.kd[ko + d] * s.k_scale;
+    double x = dot * scale;
+    if (s.softcap > 0) x = s.softcap * std::tanh(x / s.softcap);
+    logits.push_back(x);
+    keys.push_back(j);
+  }
+  out.assign(s.dv, 0.0);
+  if (logits.empty()) { lse = -INFINITY; return; }
+  const double mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (double& x : logits) { x = std::exp(x - mx); sum += x; }
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    const std::int64_t vo = c.view.value_offset(seq, keys[k], kvh);
+    for (int d = 0; d < s.dv; ++d) out[d] += logits[k] / sum * c.vd[vo + d] * s.v_scale;
+  }
+  lse = mx + std::log(sum);
+}
+
+struct DevCase {
+  void *q = nullptr, *k = nullptr, *v = nullptr, *out = nullptr, *ws_k = nullptr, *ws_v = nullptr;
+  int* qsl = nullptr; std::int64_t* indptr = nullptr; int* indices = nullptr; int* seq_lens = nullptr;
+  float* lse = nullptr;
+  DeviceCaseView view;
+  FmhaWorkspace ws;
+  std::size_t out_bytes = 0;
+};
+
+template <class T>
+static T* upload(const std::vector<T>& h) {
+  T* d = nullptr;
+  CK(cudaMalloc(&d, std::max<std::size_t>(16, h.size() * sizeof(T))));
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+static DevCase to_device(const HostCase& c) {
+  DevCase d;
+  const Spec& s = c.s;
+  d.q = upload(c.q); d.k = upload(c.k); d.v = upload(c.v);
+  d.qsl = upload(c.qsl); d.indptr = upload(c.indptr); d.indices = upload(c.indices); d.seq_lens = upload(s.seq_lens);
+  d.out_bytes = c.num_tokens * s.q_heads * s.dv * esize(s.q_dtype);
+  CK(cudaMalloc(&d.out, std::max<std::size_t>(16, d.out_bytes)));
+  CK(cudaMalloc(&d.lse, std::max<std::size_t>(16, c.num_tokens * s.q_heads * 4)));
+  d.view.kv = c.view;
+  d.view.kv.key_data = d.k; d.view.kv.value_data = d.v;
+  d.view.kv.page_indices = d.indices; d.view.kv.page_indptr = d.indptr; d.view.kv.seq_lens = d.seq_lens;
+  d.view.kv_dtype = s.kv_dtype;
+  d.view.query = d.q; d.view.query_dtype = s.q_dtype; d.view.query_start_loc = d.qsl;
+  d.view.output = d.out; d.view.output_dtype = s.q_dtype;
+  d.view.lse = s.lse ? d.lse : nullptr;
+  d.view.num_tokens = c.num_tokens; d.view.q_heads = s.q_heads;
+  d.view.max_q_len = *std::max_element(s.q_lens.begin(), s.q_lens.end());
+  d.view.max_seq_len = *std::max_element(s.seq_lens.begin(), s.seq_lens.end());
+  d.view.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.dk)));
+  d.view.softcap = s.softcap; d.view.k_scale = s.k_scale; d.view.v_scale = s.v_scale;
+  d.view.window = s.window; d.view.causal = s.causal;
+  if (s.kv_dtype == DType::BF16 && s.dk == 128 && s.dv == 128) {
+    const std::size_t bytes = fmha_workspace_bytes_each(d.view);
+    CK(cudaMalloc(&d.ws_k, std::max<std::size_t>(16, bytes)));
+    CK(cudaMalloc(&d.ws_v, std::max<std::size_t>(16, bytes)));
+    CK(cudaMemset(d.ws_k, 0xFF, bytes)); CK(cudaMemset(d.ws_v, 0xFF, bytes));
+    d.ws = FmhaWorkspace{d.ws_k, d.ws_v, d.view.max_seq_len};
+  }
+  return d;
+}
+static void free_dev(DevCase& d) {
+  for (void* p : {d.q, d.k, d.v, d.out, d.ws_k, d.ws_v, (void*)d.qsl, (void*)d.indptr, (void*)d.indices,
+                  (void*)d.seq_lens, (void*)d.lse})
+    if (p) CK(cudaFree(p));
+}
+
+static bool run_path(const char* path, DevCase& d) {
+  Status st;
+  if (std::strcmp(path, "prefill") == 0) st = launch_prefill(d.view, 0);
+  else {
+    st = launch_gather(d.view, d.ws, 0);
+    if (st.ok()) st = launch_fmha(d.view, d.ws, 0);
+  }
+  if (!st.ok()) { std::printf("  %s: launcher error: %s\n", path, st.error().describe().c_str()); return false; }
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  return true;
+}
+
+static std::vector<double> fetch_out(const HostCase& c, const DevCase& d, std::vector<float>& lse) {
+  std::vector<unsigned char> raw(d.out_bytes);
+  CK(cudaMemcpy(raw.data(), d.out, d.out_bytes, cudaMemcpyDeviceToHost));
+  std::vector<double> out(c.num_tokens * c.s.q_heads * c.s.dv);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = load(c.s.q_dtype, raw, i);
+  lse.assign(c.num_tokens * c.s.q_heads, 0);
+  CK(cudaMemcpy(lse.data(), d.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// Runs one path on a case: poison, run twice (bitwise), compare rows with
+// the float64 reference (every row, or `sample` random rows when > 0).
+static void check_path(const char* path, const HostCase& c, DevCase& d, int sample, double tol) {
+  CK(cudaMemset(d.out, 0xFF, d.out_bytes));
+  CK(cudaMemset(d.lse, 0xFF, c.num_tokens * c.s.q_heads * 4));
+  if (!run_path(path, d)) { ++g_failures; return; }
+  std::vector<float> lse;
+  const std::vector<double> out = fetch_out(c, d, lse);
+  std::vector<unsigned char> first(d.out_bytes);
+  CK(cudaMemcpy(first.data(), d.out, d.out_bytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemset(d.out, 0xFF, d.out_bytes));
+  run_path(path, d);
+  std::vector<unsigned char> second(d.out_bytes);
+  CK(cudaMemcpy(second.data(), d.out, d.out_bytes, cudaMemcpyDeviceToHost));
+  const bool repeatable = first == second;
+  std::int64_t unwritten = 0;
+  for (double x : out) unwritten += std::isnan(x);
+  std::int64_t lse_unwritten = 0;
+  if (c.s.lse) for (float x : lse) lse_unwritten += std::isnan(x);
+  const Spec& s = c.s;
+  double err2 = 0, ref2 = 0, max_abs = 0, lse_err = 0;
+  std::mt19937 rng(7);
+  std::vector<double> ref;
+  double ref_lse;
+  auto do_row = [&](int seq, int i, int head) {
+    reference_row(c, seq, i, head, ref, ref_lse);
+    const std::int64_t token = c.qsl[seq] + i;
+    for (int dd = 0; dd < s.dv; ++dd) {
+      const double got = out[(token * s.q_heads + head) * s.dv + dd];
+      const double diff = std::isnan(got) ? 1e9 : got - ref[dd];
+      err2 += diff * diff; ref2 += ref[dd] * ref[dd]; max_abs = std::max(max_abs, std::fabs(diff));
+    }
+    if (s.lse) {
+      const double got = lse[token * s.q_heads + head];
+      const double diff = (std::isinf(ref_lse) && std::isinf(got)) ? 0 : std::fabs(got - ref_lse);
+      lse_err = std::max(lse_err, std::isnan(diff) ? 1e9 : diff);
+    }
+  };
+  const int n = static_cast<int>(s.seq_lens.size());
+  if (sample <= 0) {
+    for (int seq = 0; seq < n; ++seq)
+      for (int i = 0; i < s.q_lens[seq]; ++i)
+        for (int h = 0; h < s.q_heads; ++h) do_row(seq, i, h);
+  } else {
+    for (int k = 0; k < sample; ++k) {
+      const int seq = rng() % n;
+      const int i = k % 4 == 0 ? s.q_lens[seq] - 1 : static_cast<int>(rng() % s.q_lens[seq]);
+      do_row(seq, i, rng() % s.q_heads);
+    }
+  }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  const bool ok = rel < tol && unwritten == 0 && lse_unwritten == 0 && repeatable && lse_err < 1e-2;
+  if (!ok) ++g_failures;
+  std::printf("  %-7s %-58s rel %.2e max_abs %.2e lse_err %.1e unwritten %lld/%lld repeat %s %s\n", path,
+              s.label.c_str(), rel, max_abs, lse_err, (long long)unwritten, (long long)lse_unwritten,
+              repeatable ? "ok" : "DIFF", ok ? "PASS" : "FAIL");
+}
+
+static double tol_for(const Spec& s) {
+  if (s.kv_dtype == DType::F32 && s.q_dtype == DType::F32) return 1e-5;
+  if (s.kv_dtype == DType::F16 && s.q_dtype != DType::BF16) return 4e-3;
+  return 1.5e-2;
+}
+
+static void run_check(Spec s, std::uint64_t seed) {
+  char buf[256];
+  std::string qs, ks;
+  for (std::size_t i = 0; i < s.q_lens.size(); ++i) {
+    qs += (i ? "," : "") + std::to_string(s.q_lens[i]);
+    ks += (i ? "," : "") + std::to_string(s.seq_lens[i]);
+  }
+  std::snprintf(buf, sizeof buf, "q[%s] kv[%s] h%d/%d d%d/%d b%d %s/%s%s w%lld cap%.0f%s", qs.c_str(), ks.c_str(),
+                s.q_heads, s.kv_heads, s.dk, s.dv, s.block, std::string(dtype_name(s.q_dtype)).c_str(),
+                std::string(dtype_name(s.kv_dtype)).c_str(), s.causal ? "" : " noncausal", (long long)s.window,
+                s.softcap, s.layout == KvLayout::HND ? " HND" : "");
+  s.label = buf;
+  HostCase c = make_case(s, seed);
+  DevCase d = to_device(c);
+  check_path("prefill", c, d, 0, tol_for(s));
+  if (d.ws_k) check_path("fmha", c, d, 0, tol_for(s));
+  free_dev(d);
+}
+
+static void checks() {
+  std::printf("== correctness ==\n");
+  std::uint64_t seed = 1;
+  // q_len x kv_len sweep with block sizes, GQA 4.
+  const int qls[] = {1, 17, 127};
+  const int kvs[] = {54, 97, 512};
+  const int blocks[] = {1, 7, 16};
+  for (int b : blocks)
+    for (int ql : qls)
+      for (int kv : kvs) {
+        if (ql > kv) continue;
+        Spec s; s.q_lens = {ql, std::min(ql, 5)}; s.seq_lens = {kv, kv / 2 + 5}; s.q_heads = 8; s.kv_heads = 2; s.block = b;
+        run_check(s, seed++);
+      }
+  // Mixed batch: decode + prefill + chunked.
+  { Spec s; s.q_lens = {1, 64, 1, 200, 2}; s.seq_lens = {300, 64, 1, 700, 33}; run_check(s, seed++); }
+  // Windows at their edges, softcap, non-causal.
+  for (std::int64_t w : {1, 16, 63, 64, 65, 200}) {
+    Spec s; s.q_lens = {127, 17}; s.seq_lens = {300, 97}; s.q_heads = 8; s.kv_heads = 2; s.window = w; s.block = 7;
+    run_check(s, seed++);
+  }
+  { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.softcap = 5.f; run_check(s, seed++); }
+  { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.causal = false; run_check(s, seed++); }
+  { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.causal = false; s.window = 50; run_check(s, seed++); }
+  // GQA ratios: MHA, 3, MQA.
+  for (auto [qh, kvh] : {std::pair{4, 4}, {6, 2}, {16, 1}}) {
+    Spec s; s.q_lens = {70, 1}; s.seq_lens = {150, 40}; s.q_heads = qh; s.kv_heads = kvh; s.block = 16;
+    run_check(s, seed++);
+  }
+  // Head dims, dtypes, layouts.
+  for (auto [dk, dv] : {std::pair{64, 64}, {256, 256}, {192, 128}}) {
+    Spec s; s.q_lens = {70, 1}; s.seq_lens = {150, 40}; s.q_heads = 4; s.kv_heads = 2; s.dk = dk; s.dv = dv; s.block = 7;
+    run_check(s, seed++);
+  }
+  for (DType q : {DType::F32, DType::F16, DType::BF16})
+    for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+      Spec s; s.q_lens = {40, 3}; s.seq_lens = {100, 60}; s.q_heads = 4; s.kv_heads = 2; s.q_dtype = q; s.kv_dtype = kv;
+      s.block = 16; s.layout = KvLayout::HND;
+      if (kv == DType::F8_E4M3 || kv == DType::F8_E5M2) { s.k_scale = 0.5f; s.v_scale = 2.f; }
+      run_check(s, seed++);
+    }
+  { Spec s; s.q_lens = {33}; s.seq_lens = {90}; s.q_heads = 4; s.kv_heads = 2; s.dk = 192; s.dv = 128; s.kv_dtype = DType::F8_E4M3; s.lse = false; run_check(s, seed++); }
+  { Spec s; s.q_lens = {33}; s.seq_lens = {90}; s.q_heads = 4; s.kv_heads = 2; s.dk = 256; s.dv = 256; s.kv_dtype = DType::F32; s.q_dtype = DType::F32; run_check(s, seed++); }
+  // Unsupported value: an error, not a crash.
+  {
+    Spec s; s.q_lens = {3}; s.seq_lens = {10}; s.q_heads = 4; s.kv_heads = 2; s.dk = 96; s.dv = 96;
+    HostCase c = make_case(s, 99); DevCase d = to_device(c);
+    const Status st = launch_prefill(d.view, 0);
+    std::printf("  head_dim 96 -> %s\n", st.ok() ? "ok?! (FAIL)" : st.error().describe().c_str());
+    if (st.ok()) ++g_failures;
+    free_dev(d);
+  }
+}
+
+// ---- benchmark --------------------------------------------------------------
+
+static void bench_shape(const char* name, int batch, int q_len, int seq_len) {
+  Spec s;
+  s.q_lens.assign(batch, q_len);
+  s.seq_lens.assign(batch, seq_len);
+  s.label = name;
+  HostCase c = make_case(s, 1234, /*fill_values=*/false);
+  DevCase d = to_device(c);
+  // A few sampled rows against float64 (values are random bytes, reference reads them).
+  for (std::int64_t i = 0; i < (std::int64_t)c.kd.size(); ++i) c.kd[i] = load(s.kv_dtype, c.k, i);
+  for (std::int64_t i = 0; i < (std::int64_t)c.vd.size(); ++i) c.vd[i] = load(s.kv_dtype, c.v, i);
+  check_path("prefill", c, d, 24, 1.5e-2);
+  check_path("fmha", c, d, 24, 1.5e-2);
+
+  double flops = 0;
+  for (int b = 0; b < batch; ++b)
+    for (int i = 0; i < q_len; ++i) flops += 4.0 * s.dk * (seq_len - q_len + i + 1) * s.q_heads;
+  const double kv_bytes = 2.0 * batch * seq_len * s.kv_heads * s.dk * 2;
+  const double gather_bytes = 2 * kv_bytes;  // read + write
+
+  void* flush = nullptr;
+  const std::size_t flush_bytes = 256u << 20;
+  CK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  auto time_it = [&](auto&& fn) {
+    for (int w = 0; w < 3; ++w) fn();
+    std::vector<float> ts;
+    for (int r = 0; r < 15; ++r) {
+      CK(cudaMemsetAsync(flush, r, flush_bytes));
+      CK(cudaEventRecord(e0));
+      fn();
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    return std::array<double, 3>{ts[ts.size() / 2], ts.front(), ts.back()};
+  };
+  auto pre = time_it([&] { (void)launch_prefill(d.view, 0); });
+  auto gat = time_it([&] { (void)launch_gather(d.view, d.ws, 0); });
+  auto fm = time_it([&] { (void)launch_fmha(d.view, d.ws, 0); });
+  auto both = time_it([&] { (void)launch_gather(d.view, d.ws, 0); (void)launch_fmha(d.view, d.ws, 0); });
+  CK(cudaGetLastError());
+  std::printf("  %-22s prefill %7.3f ms %6.1f TFLOP/s | gather %6.3f ms %5.2f TB/s | fmha %7.3f ms %6.1f TFLOP/s | "
+              "gather+fmha %7.3f ms %6.1f TFLOP/s\n",
+              name, pre[0], flops / pre[0] / 1e9, gat[0], gather_bytes / gat[0] / 1e9, fm[0], flops / fm[0] / 1e9,
+              both[0], flops / both[0] / 1e9);
+  std::printf("    (min/max ms) prefill %.3f/%.3f gather %.3f/%.3f fmha %.3f/%.3f\n", pre[1], pre[2], gat[1], gat[2],
+              fm[1], fm[2]);
+  CK(cudaFree(flush));
+  free_dev(d);
+}
+
+int main(int argc, char** argv) {
+  bool do_check = argc < 2, do_bench = argc < 2;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "check")) do_check = true;
+    if (!std::strcmp(argv[i], "bench")) do_bench = true;
+  }
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (do_check) checks();
+  if (do_bench) {
+    std::printf("== benchmark (32/8 heads, d128, BF16, block 16, shuffled, causal) ==\n");
+    bench_shape("8 x 2048", 8, 2048, 2048);
+    bench_shape("1 x 8192", 1, 8192, 8192);
+    bench_shape("16 x 512", 16, 512, 512);
+    bench_shape("chunked 4 x 512/4608", 4, 512, 4608);
+  }
+  std::printf("failures: %d\n", g_failures);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,175 @@
+// prefill: attention of every query token of each sequence over its pages
+// (prompt prefill, chunked prefill, mixed prefill + decode batches; q_len = 1
+// is just a short tile).
+//
+// Variants (one switch in launch_prefill picks them):
+//   attn_kernel<AttnTraits<DK, DV, KV, false>>  (prefill_common.cuh)
+//       tensor cores, mma.sync m16n8k16; KV BF16 / F16 (F16 operands) /
+//       F8_E4M3 / F8_E5M2 (widened to BF16 in shared memory, scales folded
+//       into the logit scale and the output). Query F32/F16 is rounded to the
+//       operand type on load.
+//   prefill_f32_kernel<DK, DV>   F32 K/V on CUDA cores: one warp per (query
+//       token, query head), float accumulation throughout.
+// Head dims built: 64, 128, 256 and 192/128 (K/V).
+//
+// Notes (H200, see the report and docs/performance.md):
+//   PERF-NOTES-PLACEHOLDER
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda_check.cuh"
+#include "launchers.cuh"
+#include "prefill_common.cuh"
+
+namespace pagecheck::gpu {
+namespace {
+
+using attn::AttnParams;
+using attn::AttnTraits;
+using attn::KvKind;
+
+// ---- F32 K/V: CUDA cores --------------------------------------------------
+
+__device__ __forceinline__ float load1(DType dtype, const void* base, std::int64_t index) {
+  if (dtype == DType::F32) return static_cast<const float*>(base)[index];
+  if (dtype == DType::F16) return __half2float(static_cast<const __half*>(base)[index]);
+  return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
+}
+__device__ __forceinline__ void store1(DType dtype, void* base, std::int64_t index, float x) {
+  if (dtype == DType::F32)
+    static_cast<float*>(base)[index] = x;
+  else if (dtype == DType::F16)
+    static_cast<__half*>(base)[index] = __float2half_rn(x);
+  else
+    static_cast<__nv_bfloat16*>(base)[index] = __float2bfloat16_rn(x);
+}
+
+constexpr int kF32Warps = 4;  // query heads per CTA
+
+// grid.x = max_q_len * num_seqs (token index major), grid.y = ceil(q_heads / 4).
+template <int DK, int DV>
+__global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __grid_constant__ AttnParams p) {
+  const DeviceCaseView& view = p.view;
+  const std::int64_t seq = blockIdx.x % view.kv.num_seqs;
+  const int i = static_cast<int>(blockIdx.x / view.kv.num_seqs);
+  const int head = blockIdx.y * kF32Warps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t q_begin = view.query_start_loc[seq];
+  const int q_len = static_cast<int>(view.query_start_loc[seq + 1] - q_begin);
+  if (i >= q_len || head >= view.q_heads) return;
+  const int kv_head = head / p.group;
+  const int seq_len = view.kv.seq_lens[seq];
+  const int pos = seq_len - q_len + i;
+  const std::int64_t token = q_begin + i;
+
+  float q[DK / 32];
+#pragma unroll
+  for (int k = 0; k < DK / 32; ++k) q[k] = load1(view.query_dtype, view.query, (token * view.q_heads + head) * DK + lane + 32 * k);
+  float acc[DV / 32];
+#pragma unroll
+  for (int k = 0; k < DV / 32; ++k) acc[k] = 0.f;
+  float m = -INFINITY, l = 0.f;
+
+  int key_lo = 0, key_hi = seq_len;
+  if (view.causal) key_hi = max(0, min(seq_len, pos + 1));
+  if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 1));
+  const float* keys = static_cast<const float*>(view.kv.key_data);
+  const float* values = static_cast<const float*>(view.kv.value_data);
+  for (int j = key_lo; j < key_hi; ++j) {
+    if (!key_visible(j, pos, view.causal, view.window)) continue;
+    const float* krow = keys + view.kv.key_offset(seq, j, kv_head);
+    float dot = 0.f;
+#pragma unroll
+    for (int k = 0; k < DK / 32; ++k) dot += q[k] * krow[lane + 32 * k];
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+    const float x = p.softcap_out != 0.f ? p.softcap_out * tanhf(dot * p.logit_mul) : dot * p.logit_mul;
+    const float m_new = fmaxf(m, x);
+    const float alpha = exp2f(m - m_new);  // m = -inf at the first key: 0
+    const float prob = exp2f(x - m_new);
+    l = l * alpha + prob;
+    m = m_new;
+    const float* vrow = values + view.kv.value_offset(seq, j, kv_head);
+#pragma unroll
+    for (int k = 0; k < DV / 32; ++k) acc[k] = acc[k] * alpha + prob * vrow[lane + 32 * k];
+  }
+  const float inv = l > 0.f ? p.out_scale / l : 0.f;
+#pragma unroll
+  for (int k = 0; k < DV / 32; ++k)
+    store1(view.output_dtype, view.output, (token * view.q_heads + head) * DV + lane + 32 * k, acc[k] * inv);
+  if (view.lse != nullptr && lane == 0)
+    view.lse[token * view.q_heads + head] = l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+}
+
+template <int DK, int DV>
+Status launch_f32(AttnParams p, cudaStream_t stream) {
+  const std::int64_t blocks_x = static_cast<std::int64_t>(p.view.max_q_len) * p.view.kv.num_seqs;
+  if (blocks_x == 0) return {};
+  if (blocks_x > INT_MAX) return invalid_input("max_q_len * num_seqs exceeds the grid limit");
+  const dim3 grid(static_cast<unsigned>(blocks_x), (p.view.q_heads + kF32Warps - 1) / kF32Warps);
+  prefill_f32_kernel<DK, DV><<<grid, kF32Warps * 32, 0, stream>>>(p);
+  CUDA_TRY_LAUNCH();
+  return {};
+}
+
+// ---- dispatch ----------------------------------------------------------------
+
+constexpr const char* kBuiltDims = "64, 128, 256, 192/128";
+constexpr const char* kBuiltKv = "F32, F16, BF16, F8_E4M3, F8_E5M2";
+
+bool dims_built(std::int64_t dk, std::int64_t dv) {
+  return (dk == dv && (dk == 64 || dk == 128 || dk == 256)) || (dk == 192 && dv == 128);
+}
+bool kv_built(DType d) {
+  return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F8_E4M3 || d == DType::F8_E5M2;
+}
+
+template <int DK, int DV>
+Status launch_dims(const AttnParams& p, cudaStream_t stream) {
+  switch (p.view.kv_dtype) {
+    case DType::BF16: return attn::launch_attn<AttnTraits<DK, DV, KvKind::BF16, false>>(p, stream);
+    case DType::F16: return attn::launch_attn<AttnTraits<DK, DV, KvKind::F16, false>>(p, stream);
+    case DType::F8_E4M3: return attn::launch_attn<AttnTraits<DK, DV, KvKind::E4M3, false>>(p, stream);
+    case DType::F8_E5M2: return attn::launch_attn<AttnTraits<DK, DV, KvKind::E5M2, false>>(p, stream);
+    case DType::F32: return launch_f32<DK, DV>(p, stream);
+    default: break;
+  }
+  return invalid_input("kv dtype " + std::string(dtype_name(p.view.kv_dtype)) + " is not built; built: " + kBuiltKv);
+}
+
+}  // namespace
+
+Applicability prefill_applies(const Case& c) {
+  const DType q = c.query.dtype;
+  if (q != DType::F32 && q != DType::F16 && q != DType::BF16)
+    return {false, "query dtype " + std::string(dtype_name(q)) + " is not built; built: F32, F16, BF16"};
+  if (c.key_cache.dtype != c.value_cache.dtype)
+    return {false, "key dtype " + std::string(dtype_name(c.key_cache.dtype)) + " differs from value dtype " +
+                       std::string(dtype_name(c.value_cache.dtype))};
+  if (!kv_built(c.key_cache.dtype))
+    return {false, "kv dtype " + std::string(dtype_name(c.key_cache.dtype)) + " is not built; built: " + kBuiltKv};
+  if (!dims_built(c.key_head_dim(), c.v_head_dim()))
+    return {false, "head_dim " + std::to_string(c.key_head_dim()) + "/" + std::to_string(c.v_head_dim()) +
+                       " is not built; built: " + kBuiltDims};
+  if (c.kv_heads() <= 0 || c.q_heads() % c.kv_heads() != 0)
+    return {false, "q_heads " + std::to_string(c.q_heads()) + " is not a multiple of kv_heads " +
+                       std::to_string(c.kv_heads())};
+  if (c.block_size() < 1 || c.block_size() > 256)
+    return {false, "block_size " + std::to_string(c.block_size()) + " is outside 1..256"};
+  return {};
+}
+
+Status launch_prefill(const DeviceCaseView& view, cudaStream_t stream) {
+  PC_TRY(attn::check_common(view));
+  const AttnParams p = attn::make_params(view);
+  const int dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (dk == 64 && dv == 64) return launch_dims<64, 64>(p, stream);
+  if (dk == 128 && dv == 128) return launch_dims<128, 128>(p, stream);
+  if (dk == 256 && dv == 256) return launch_dims<256, 256>(p, stream);
+  if (dk == 192 && dv == 128) return launch_dims<192, 128>(p, stream);
+  return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) + " is not built; built: " +
+                       kBuiltDims);
+}
+
+}  // namespace pagecheck::gpu

@@ -1,0 +1,554 @@
+// Device helpers and the tensor-core attention kernel shared by prefill.cu
+// (paged K/V) and fmha.cu (contiguous K/V written by the gather kernel).
+//
+// FlashAttention-2 shape, mma.sync m16n8k16 (sm_80 and later):
+// - One CTA per (tile of kBlockM query rows, sequence, KV head). A row is a
+//   (query token, query head of the KV head's GQA group) pair, so the heads
+//   of a group share every K/V load; row r of tile t is token
+//   (t * kBlockM + r) / group, head kv_head * group + (t * kBlockM + r) % group.
+// - Each warp owns 16 rows; its Q fragment stays in registers.
+// - K and V tiles of kBlockN keys go through shared memory (16-byte chunks
+//   XOR-swizzled so ldmatrix is conflict free), double buffered with
+//   cp.async; a tile may straddle pages: every key's page is looked up
+//   through PagedKvView. FP8 K/V are widened to BF16 on the way in (their
+//   scales are folded into the logit scale and the output).
+// - Online softmax in registers, base 2 with scale * log2(e) folded in.
+// Every length and table entry is read from device memory; the grid depends
+// only on capacity fields (max_q_len, num_seqs, kv_heads).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "device_case.cuh"
+#include "pagecheck/paged_kv.hpp"
+
+namespace pagecheck::gpu::attn {
+
+// Element types of the K/V cache that the tensor-core kernel reads.
+enum class KvKind : int { BF16, F16, E4M3, E5M2 };
+
+// Everything one launch needs beyond the view.
+struct AttnParams {
+  DeviceCaseView view;
+  // Contiguous K/V (fmha): token j of sequence s, KV head h at
+  // ((s * contig_capacity + j) * kv_heads + h) * head_dim; unused for paged.
+  const void* contig_key = nullptr;
+  const void* contig_value = nullptr;
+  std::int64_t contig_capacity = 0;
+  std::int32_t group = 1;        // q_heads / kv_heads
+  std::int32_t tiles_per_seq = 0;  // ceil(max_q_len * group / kBlockM)
+  float logit_mul = 0;   // no softcap: scale * k_scale * log2(e); softcap: scale * k_scale / softcap
+  float softcap_out = 0; // softcap * log2(e), 0 without softcap
+  float out_scale = 1;   // v_scale
+};
+
+template <int DK_, int DV_, KvKind KV_, bool CONTIG_>
+struct AttnTraits {
+  static constexpr int DK = DK_;
+  static constexpr int DV = DV_;
+  static constexpr KvKind KV = KV_;
+  static constexpr bool CONTIG = CONTIG_;
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBlockM = kWarps * 16;  // query rows per CTA
+  // Head dim 256: 32-key tiles keep the S fragment and smem in budget.
+  static constexpr int kBlockN = DK > 128 ? 32 : 64;
+  static constexpr bool kF16 = KV == KvKind::F16;  // mma operand type: F16, else BF16
+  static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
+  static constexpr int kKvBytes = kFp8 ? 1 : 2;
+  static constexpr int kChunksK = DK / 8;  // 16-byte chunks of one smem row (16-bit elements)
+  static constexpr int kChunksV = DV / 8;
+  static constexpr int kQBytes = kBlockM * DK * 2;
+  static constexpr int kKBytes = kBlockN * DK * 2;
+  static constexpr int kVBytes = kBlockN * DV * 2;
+  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + 2 * kVBytes;
+  static_assert(DK % 32 == 0 && DV % 16 == 0, "head dims must be multiples of 32 (K) and 16 (V)");
+  static_assert(kChunksK >= 8 && kChunksV >= 8, "the XOR swizzle needs rows of at least 8 chunks (dim >= 64)");
+  static_assert(kBlockN % 16 == 0, "key tile must be a multiple of the mma k (16)");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+};
+
+// ---- small device helpers -------------------------------------------------
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a swizzled tile.
+template <int kChunks>
+__device__ __forceinline__ std::uint32_t swz(int row, int chunk) {
+  return static_cast<std::uint32_t>((row * kChunks + (chunk ^ (row & 7))) * 16);
+}
+
+__device__ __forceinline__ std::uint32_t smem_u32(const void* ptr) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// 16-byte cp.async; copies zeros when !valid (src-size 0 reads nothing).
+__device__ __forceinline__ void cp_async16(std::uint32_t dst, const void* src, bool valid) {
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void st_shared16(std::uint32_t dst, uint4 v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t addr, std::uint32_t& r0, std::uint32_t& r1,
+                                            std::uint32_t& r2, std::uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t addr, std::uint32_t& r0, std::uint32_t& r1,
+                                                  std::uint32_t& r2, std::uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+
+// D += A * B, m16n8k16, float accumulators.
+template <bool kF16>
+__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
+  if constexpr (kF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats into one register of the mma operand type (x in the low half).
+template <bool kF16>
+__device__ __forceinline__ std::uint32_t pack2(float x, float y) {
+  if constexpr (kF16) {
+    __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+    return *reinterpret_cast<std::uint32_t*>(&h);
+  }
+}
+
+// Eight floats into a 16-byte chunk of the mma operand type.
+template <bool kF16>
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
+  return make_uint4(pack2<kF16>(f[0], f[1]), pack2<kF16>(f[2], f[3]), pack2<kF16>(f[4], f[5]),
+                    pack2<kF16>(f[6], f[7]));
+}
+
+// Eight query elements of `dtype` (F32, F16, BF16) at `src`, widened.
+__device__ __forceinline__ void load8_as_float(DType dtype, const void* src, float (&f)[8]) {
+  if (dtype == DType::F32) {
+    const float4 a = reinterpret_cast<const float4*>(src)[0];
+    const float4 b = reinterpret_cast<const float4*>(src)[1];
+    f[0] = a.x; f[1] = a.y; f[2] = a.z; f[3] = a.w;
+    f[4] = b.x; f[5] = b.y; f[6] = b.z; f[7] = b.w;
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src);
+    const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 v;
+      if (dtype == DType::F16)
+        v = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      else
+        v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+      f[2 * i] = v.x;
+      f[2 * i + 1] = v.y;
+    }
+  }
+}
+
+// Sixteen FP8 values (one 16-byte load) into two 16-byte BF16 chunks. Exact:
+// every E4M3/E5M2 value is representable in F16 and then in BF16.
+template <KvKind KV>
+__device__ __forceinline__ void fp8x16_to_bf16(uint4 raw, uint4& lo, uint4& hi) {
+  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  std::uint32_t out[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * half));
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, KV == KvKind::E4M3 ? __NV_E4M3 : __NV_E5M2);
+      const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      out[2 * i + half] = pack2<false>(v.x, v.y);
+    }
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
+// Stores two adjacent output elements (columns c, c+1) of `dtype`.
+__device__ __forceinline__ void store2(DType dtype, void* base, std::int64_t index, float x, float y) {
+  if (dtype == DType::F32) {
+    *reinterpret_cast<float2*>(static_cast<float*>(base) + index) = make_float2(x, y);
+  } else if (dtype == DType::F16) {
+    *reinterpret_cast<__half2*>(static_cast<__half*>(base) + index) = __floats2half2_rn(x, y);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(base) + index) = __floats2bfloat162_rn(x, y);
+  }
+}
+
+// ---- tile loads -------------------------------------------------------------
+
+// Element offset of row `token` of `kv_head` in the K (or V) source.
+template <class T, bool kValue>
+__device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, std::int64_t seq, std::int64_t token,
+                                                      int kv_head) {
+  if constexpr (T::CONTIG) {
+    constexpr int dim = kValue ? T::DV : T::DK;
+    return ((seq * p.contig_capacity + token) * p.view.kv.kv_heads + kv_head) * dim;
+  } else {
+    return kValue ? p.view.kv.value_offset(seq, token, kv_head) : p.view.kv.key_offset(seq, token, kv_head);
+  }
+}
+
+// Loads keys [n0, n0 + kBlockN) of K or V into a swizzled smem tile; keys
+// outside [key_lo, key_hi) become zeros (slots past seq_len may hold NaN, and
+// P = 0 times NaN would poison the output).
+template <class T, bool kValue>
+__device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t tile_smem, std::int64_t seq,
+                                             int kv_head, int n0, int key_lo, int key_hi) {
+  constexpr int dim = kValue ? T::DV : T::DK;
+  constexpr int kChunks = dim / 8;  // 16-byte chunks of one BF16/F16 row
+  const char* base = static_cast<const char*>(
+      kValue ? (T::CONTIG ? p.contig_value : p.view.kv.value_data) : (T::CONTIG ? p.contig_key : p.view.kv.key_data));
+  if constexpr (!T::kFp8) {
+    constexpr int kTotal = T::kBlockN * kChunks;
+#pragma unroll
+    for (int it = 0; it < (kTotal + T::kThreads - 1) / T::kThreads; ++it) {
+      const int i = it * T::kThreads + threadIdx.x;
+      if (kTotal % T::kThreads != 0 && i >= kTotal) break;
+      const int row = i / kChunks, chunk = i % kChunks;
+      const int key = n0 + row;
+      const bool valid = key >= key_lo && key < key_hi;
+      const char* src = base;
+      if (valid) src += (kv_row_offset<T, kValue>(p, seq, key, kv_head) + chunk * 8) * 2;
+      cp_async16(tile_smem + swz<kChunks>(row, chunk), src, valid);
+    }
+  } else {
+    constexpr int kSrcChunks = dim / 16;  // 16 FP8 elements per 16-byte load
+    constexpr int kTotal = T::kBlockN * kSrcChunks;
+#pragma unroll
+    for (int it = 0; it < (kTotal + T::kThreads - 1) / T::kThreads; ++it) {
+      const int i = it * T::kThreads + threadIdx.x;
+      if (kTotal % T::kThreads != 0 && i >= kTotal) break;
+      const int row = i / kSrcChunks, src_chunk = i % kSrcChunks;
+      const int key = n0 + row;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (key >= key_lo && key < key_hi)
+        raw = __ldg(reinterpret_cast<const uint4*>(base + kv_row_offset<T, kValue>(p, seq, key, kv_head) +
+                                                   src_chunk * 16));
+      uint4 lo, hi;
+      fp8x16_to_bf16<T::KV>(raw, lo, hi);
+      st_shared16(tile_smem + swz<kChunks>(row, 2 * src_chunk), lo);
+      st_shared16(tile_smem + swz<kChunks>(row, 2 * src_chunk + 1), hi);
+    }
+  }
+}
+
+// ---- the kernel -------------------------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) attn_kernel(const __grid_constant__ AttnParams p) {
+  constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK, DV = T::DV;
+  constexpr int kNBlocks = kBlockN / 8;   // n8 blocks of S
+  constexpr int kDBlocks = DV / 8;        // n8 blocks of O
+  const DeviceCaseView& view = p.view;
+
+  // Heaviest tiles (latest tokens: most keys under causal masking) first.
+  const std::int64_t work = blockIdx.x;
+  const std::int64_t num_seqs = view.kv.num_seqs;
+  const int kv_heads = view.kv.kv_heads;
+  const std::int64_t seq = work % num_seqs;
+  const int kv_head = static_cast<int>((work / num_seqs) % kv_heads);
+  const int tile = p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
+
+  const int group = p.group;
+  const std::int64_t q_begin = view.query_start_loc[seq];
+  const int q_len = static_cast<int>(view.query_start_loc[seq + 1] - q_begin);
+  const int rows_total = q_len * group;
+  const int row0 = tile * kBlockM;
+  if (row0 >= rows_total) return;
+
+  const int seq_len = view.kv.seq_lens[seq];
+  const int pos0 = seq_len - q_len;  // absolute position of query token 0
+  const int last_row = min(row0 + kBlockM, rows_total) - 1;
+  const int min_pos = pos0 + row0 / group;
+  const int max_pos = pos0 + last_row / group;
+  const bool causal = view.causal;
+  const std::int64_t window = view.window;
+  int key_lo = 0, key_hi = seq_len;
+  if (causal) key_hi = max(0, min(seq_len, max_pos + 1));
+  if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
+  key_lo = min(key_lo, key_hi);
+  const int tile_first = key_lo / kBlockN;
+  const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const std::uint32_t q_smem = smem_u32(smem);
+  const std::uint32_t k_smem = q_smem + T::kQBytes;
+  const std::uint32_t v_smem = k_smem + 2 * T::kKBytes;
+
+  // Q tile -> smem (operand type), rows past the sequence's query are zeros.
+  {
+    const DType qdt = view.query_dtype;
+    const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
+    const int qsize = qdt == DType::F32 ? 4 : 2;
+    for (int i = threadIdx.x; i < kBlockM * T::kChunksK; i += T::kThreads) {
+      const int r = i / T::kChunksK, chunk = i % T::kChunksK;
+      const int row = row0 + r;
+      const bool valid = row < rows_total;
+      const std::int64_t token = q_begin + row / group;
+      const int head = kv_head * group + row % group;
+      const char* src = static_cast<const char*>(view.query) +
+                        ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
+      const std::uint32_t dst = q_smem + swz<T::kChunksK>(r, chunk);
+      if (direct_copy) {
+        cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
+      } else {
+        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (valid) load8_as_float(qdt, src, f);
+        st_shared16(dst, pack8<T::kF16>(f));
+      }
+    }
+    cp_async_commit();
+  }
+  if (tile_first < tile_end) {
+    load_kv_tile<T, false>(p, k_smem, seq, kv_head, tile_first * kBlockN, key_lo, key_hi);
+    load_kv_tile<T, true>(p, v_smem, seq, kv_head, tile_first * kBlockN, key_lo, key_hi);
+  }
+  cp_async_commit();
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  // Positions of this thread's two rows (g and g + 8 of the warp's 16).
+  const int my_row0 = row0 + warp * 16 + g;
+  const int pos_a = pos0 + my_row0 / group;
+  const int pos_b = pos0 + (my_row0 + 8) / group;
+
+  std::uint32_t qf[DK / 16][4];
+  float o[kDBlocks][4];
+#pragma unroll
+  for (int d = 0; d < kDBlocks; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+  const bool has_softcap = p.softcap_out != 0.f;
+
+  for (int kt = tile_first; kt < tile_end; ++kt) {
+    const int stage = (kt - tile_first) & 1;
+    if (kt + 1 < tile_end) {
+      load_kv_tile<T, false>(p, k_smem + (stage ^ 1) * T::kKBytes, seq, kv_head, (kt + 1) * kBlockN, key_lo, key_hi);
+      load_kv_tile<T, true>(p, v_smem + (stage ^ 1) * T::kVBytes, seq, kv_head, (kt + 1) * kBlockN, key_lo, key_hi);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    if (kt == tile_first) {
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; ++kk)
+        ldmatrix_x4(q_smem + swz<T::kChunksK>(warp * 16 + (lane % 16), 2 * kk + lane / 16), qf[kk][0], qf[kk][1],
+                    qf[kk][2], qf[kk][3]);
+    }
+    const std::uint32_t ks = k_smem + stage * T::kKBytes;
+    const std::uint32_t vs = v_smem + stage * T::kVBytes;
+
+    // S = Q K^T for this warp's 16 rows x kBlockN keys.
+    float s[kNBlocks][4];
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+#pragma unroll
+    for (int kp = 0; kp < DK / 32; ++kp) {
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; ++nb) {
+        std::uint32_t b0, b1, b2, b3;
+        ldmatrix_x4(ks + swz<T::kChunksK>(nb * 8 + (lane % 8), 4 * kp + lane / 8), b0, b1, b2, b3);
+        mma16816<T::kF16>(s[nb], qf[2 * kp], b0, b1);
+        mma16816<T::kF16>(s[nb], qf[2 * kp + 1], b2, b3);
+      }
+    }
+
+    // Logits in base 2, softcap, mask.
+    const int n0 = kt * kBlockN;
+    const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
+                           (window > 0 && n0 <= max_pos - window);
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[nb][e];
+        x = has_softcap ? p.softcap_out * tanhf(x * p.logit_mul) : x * p.logit_mul;
+        if (need_mask) {
+          const int key = n0 + nb * 8 + 2 * t + (e & 1);
+          const int pos = e < 2 ? pos_a : pos_b;
+          if (key < key_lo || key >= key_hi || !key_visible(key, pos, causal, window)) x = -INFINITY;
+        }
+        s[nb][e] = x;
+      }
+    }
+
+    // Online softmax: new row maxima, rescale, probabilities.
+    float mx_a = m_a, mx_b = m_b;
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb) {
+      mx_a = fmaxf(mx_a, fmaxf(s[nb][0], s[nb][1]));
+      mx_b = fmaxf(mx_b, fmaxf(s[nb][2], s[nb][3]));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    // A row that has seen no key yet keeps max -inf: subtract 0 instead.
+    const float ref_a = mx_a == -INFINITY ? 0.f : mx_a;
+    const float ref_b = mx_b == -INFINITY ? 0.f : mx_b;
+    const float alpha_a = exp2f(m_a - ref_a), alpha_b = exp2f(m_b - ref_b);
+    m_a = mx_a;
+    m_b = mx_b;
+    float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < kNBlocks; ++nb) {
+      s[nb][0] = exp2f(s[nb][0] - ref_a);
+      s[nb][1] = exp2f(s[nb][1] - ref_a);
+      s[nb][2] = exp2f(s[nb][2] - ref_b);
+      s[nb][3] = exp2f(s[nb][3] - ref_b);
+      sum_a += s[nb][0] + s[nb][1];
+      sum_b += s[nb][2] + s[nb][3];
+    }
+    l_a = l_a * alpha_a + sum_a;
+    l_b = l_b * alpha_b + sum_b;
+#pragma unroll
+    for (int d = 0; d < kDBlocks; ++d) {
+      o[d][0] *= alpha_a;
+      o[d][1] *= alpha_a;
+      o[d][2] *= alpha_b;
+      o[d][3] *= alpha_b;
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const std::uint32_t a[4] = {pack2<T::kF16>(s[2 * kk][0], s[2 * kk][1]), pack2<T::kF16>(s[2 * kk][2], s[2 * kk][3]),
+                                  pack2<T::kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                  pack2<T::kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int db = 0; db < kDBlocks; db += 2) {
+        std::uint32_t b0, b1, b2, b3;
+        const int key = kk * 16 + (lane % 8) + ((lane / 8) & 1) * 8;
+        ldmatrix_x4_trans(vs + swz<T::kChunksV>(key, db + lane / 16), b0, b1, b2, b3);
+        mma16816<T::kF16>(o[db], a, b0, b1);
+        mma16816<T::kF16>(o[db + 1], a, b2, b3);
+      }
+    }
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
+  cp_async_wait<0>();  // the Q copy when no K/V tile ran
+
+  // Normalise and store; rows past the query are not ours.
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+  const float inv_a = l_a > 0.f ? p.out_scale / l_a : 0.f;
+  const float inv_b = l_b > 0.f ? p.out_scale / l_b : 0.f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = my_row0 + half * 8;
+    if (row >= rows_total) continue;
+    const std::int64_t token = q_begin + row / group;
+    const int head = kv_head * group + row % group;
+    const std::int64_t out_row = (token * view.q_heads + head) * DV;
+    const float inv = half ? inv_b : inv_a;
+#pragma unroll
+    for (int d = 0; d < kDBlocks; ++d)
+      store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d][2 * half] * inv,
+             o[d][2 * half + 1] * inv);
+    if (view.lse != nullptr && t == 0) {
+      const float l = half ? l_b : l_a;
+      const float m = half ? m_b : m_a;
+      view.lse[token * view.q_heads + head] = l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    }
+  }
+}
+
+}  // namespace pagecheck::gpu::attn
+
+// ---- launch helpers (host) --------------------------------------------------
+
+#include <climits>
+#include <string>
+
+#include "cuda_check.cuh"
+#include "pagecheck/status.hpp"
+
+namespace pagecheck::gpu::attn {
+
+// The scalars of AttnParams that come from the view.
+inline AttnParams make_params(const DeviceCaseView& view) {
+  AttnParams p;
+  p.view = view;
+  p.group = view.kv.kv_heads > 0 ? view.q_heads / view.kv.kv_heads : 1;
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float logit = view.scale * view.k_scale;
+  if (view.softcap > 0.f) {
+    p.logit_mul = logit / view.softcap;
+    p.softcap_out = view.softcap * kLog2e;
+  } else {
+    p.logit_mul = logit * kLog2e;
+    p.softcap_out = 0.f;
+  }
+  p.out_scale = view.v_scale;
+  return p;
+}
+
+// Shape checks every attention launcher shares; names the value at fault.
+inline Status check_common(const DeviceCaseView& view) {
+  if (view.kv.kv_heads <= 0 || view.q_heads % view.kv.kv_heads != 0)
+    return invalid_input("q_heads " + std::to_string(view.q_heads) + " is not a multiple of kv_heads " +
+                         std::to_string(view.kv.kv_heads));
+  for (DType d : {view.query_dtype, view.output_dtype})
+    if (d != DType::F32 && d != DType::F16 && d != DType::BF16)
+      return invalid_input("query/output dtype " + std::string(dtype_name(d)) + " is not built; built: F32, F16, BF16");
+  const auto misaligned = [](const void* ptr) { return (reinterpret_cast<std::uintptr_t>(ptr) & 15u) != 0; };
+  if (misaligned(view.query) || misaligned(view.output) || misaligned(view.kv.key_data) ||
+      misaligned(view.kv.value_data))
+    return invalid_input("query, output, key and value buffers must be 16-byte aligned");
+  if (view.kv.block_size < 1 || view.kv.block_size > 256)
+    return invalid_input("block_size " + std::to_string(view.kv.block_size) + " is outside 1..256");
+  return {};
+}
+
+// One CTA per (query tile, sequence, KV head), heaviest tiles first.
+template <class T>
+Status launch_attn(AttnParams p, cudaStream_t stream) {
+  const DeviceCaseView& view = p.view;
+  const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * p.group;
+  p.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
+  const std::int64_t ctas = static_cast<std::int64_t>(p.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
+  if (ctas == 0) return {};
+  if (ctas > INT_MAX)
+    return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
+  CUDA_TRY(cudaFuncSetAttribute(attn_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  attn_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
+  CUDA_TRY_LAUNCH();
+  return {};
+}
+
+}  // namespace pagecheck::gpu::attn
