@@ -1,2 +1,359 @@
+// The strict safetensors reader against malformed files of every kind, and
+// the writer against the reader (every dtype).
 #include <doctest/doctest.h>
-// Filled in by the safetensors area.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "pagecheck/safetensors.hpp"
+
+namespace fs = std::filesystem;
+using namespace pagecheck;
+
+namespace {
+
+fs::path temp_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / fmt::format("pagecheck_test_safetensors_{}", ::getpid());
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+std::vector<std::byte> to_bytes(const std::string& text) {
+  std::vector<std::byte> out(text.size());
+  std::memcpy(out.data(), text.data(), text.size());
+  return out;
+}
+
+// [u64 LE header length][header][data]; `declared` overrides the length.
+std::vector<std::byte> make_file(const std::string& header, std::size_t data_bytes = 0,
+                                 std::optional<std::uint64_t> declared = std::nullopt) {
+  std::vector<std::byte> out(8);
+  std::uint64_t n = declared.value_or(header.size());
+  for (auto& b : out) {
+    b = static_cast<std::byte>(n & 0xFF);
+    n >>= 8;
+  }
+  const auto h = to_bytes(header);
+  out.insert(out.end(), h.begin(), h.end());
+  for (std::size_t i = 0; i < data_bytes; ++i) out.push_back(static_cast<std::byte>(i * 37 + 1));
+  return out;
+}
+
+fs::path write_temp(const std::vector<std::byte>& bytes, const std::string& name) {
+  const fs::path path = temp_dir() / name;
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  return path;
+}
+
+std::vector<std::byte> read_all(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
+// Writes `bytes` to a temp file, reads it, requires an InvalidInput error
+// and returns its message.
+std::string read_error(const std::vector<std::byte>& bytes) {
+  const fs::path path = write_temp(bytes, "malformed.safetensors");
+  auto file = read_safetensors(path);
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.error().code == ErrorCode::InvalidInput);
+  CHECK(file.error().where == path.string());
+  return file.error().message;
+}
+
+std::string tensor_entry(const std::string& name, const std::string& dtype, const std::string& shape,
+                         std::uint64_t begin, std::uint64_t end) {
+  return fmt::format(R"("{}":{{"dtype":"{}","shape":{},"data_offsets":[{},{}]}})", name, dtype, shape, begin, end);
+}
+
+}  // namespace
+
+TEST_CASE("round trip of every dtype, with metadata, zero-size tensors and alignment") {
+  const std::vector<DType> dtypes = {DType::F64, DType::F32,  DType::F16, DType::BF16, DType::F8_E4M3,
+                                     DType::F8_E5M2, DType::I64, DType::I32, DType::U8,   DType::BOOL};
+  std::mt19937 rng(1234);
+  std::map<std::string, Tensor> tensors;
+  for (DType d : dtypes) {
+    // 3 x 5 elements: an odd byte count for 1- and 2-byte types, so a writer
+    // that packs by name alone would misalign the wider tensors after them.
+    std::vector<double> values(15);
+    for (auto& v : values) {
+      if (d == DType::BOOL || d == DType::U8) v = static_cast<double>(rng() % 2);
+      else if (d == DType::I32 || d == DType::I64) v = static_cast<double>(static_cast<int>(rng() % 2001) - 1000);
+      else v = std::uniform_real_distribution<double>(-4, 4)(rng);
+    }
+    tensors.emplace(fmt::format("t_{}", dtype_name(d)), Tensor::from_doubles(d, {3, 5}, values));
+  }
+  tensors.emplace("a_empty", Tensor::zeros(DType::F32, {0, 4}));
+  tensors.emplace("b_scalar", Tensor::from_doubles(DType::F32, {}, std::vector<double>{2.5}));
+  const std::map<std::string, std::string> metadata = {
+      {"description", "utf-8: \xc3\xbc \xe2\x82\xac"}, {"seed", "7"}, {"quote", "a \"b\" \\ c"}};
+
+  const fs::path path = temp_dir() / "every_dtype.safetensors";
+  REQUIRE(write_safetensors(path, tensors, metadata).ok());
+  auto file = read_safetensors(path);
+  REQUIRE_MESSAGE(file.ok(), file.error().describe());
+  CHECK(file->metadata == metadata);
+  REQUIRE(file->tensors.size() == tensors.size());
+  for (const auto& [name, original] : tensors) {
+    INFO("tensor ", name);
+    REQUIRE(file->tensors.count(name) == 1);
+    const Tensor& back = file->tensors.at(name);
+    CHECK(back.dtype == original.dtype);
+    CHECK(back.shape == original.shape);
+    REQUIRE(back.nbytes == original.nbytes);
+    CHECK(std::memcmp(back.data, original.data, back.nbytes) == 0);
+    // Tensors are views into the mapping, aligned to their element size.
+    CHECK(reinterpret_cast<std::uintptr_t>(back.data) % dtype_size(back.dtype) == 0);
+  }
+
+  // The header length is a multiple of 8 and the layout is what the
+  // reference reader expects: offsets tile the data, larger dtypes first.
+  const auto bytes = read_all(path);
+  std::uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | static_cast<std::uint8_t>(bytes[i]);
+  CHECK(header_len % 8 == 0);
+  const auto header = nlohmann::json::parse(std::string(reinterpret_cast<const char*>(bytes.data()) + 8, header_len));
+  CHECK(header.at("__metadata__").at("seed") == "7");
+  CHECK(header.at("t_F64").at("data_offsets")[0] == 0);
+}
+
+TEST_CASE("tensors keep the mapping alive after the file object is gone") {
+  const fs::path path = temp_dir() / "owner.safetensors";
+  std::vector<double> values = {1, 2, 3, 4};
+  REQUIRE(write_safetensors(path, {{"x", Tensor::from_doubles(DType::F32, {4}, values)}}, {}).ok());
+  Tensor kept;
+  {
+    auto file = read_safetensors(path);
+    REQUIRE(file.ok());
+    kept = file->tensors.at("x");
+  }
+  fs::remove(path);  // the mapping outlives the name too
+  REQUIRE(kept.owner != nullptr);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(kept.at(i) == values[i]);
+}
+
+TEST_CASE("a file laid out as PyTorch's safetensors writes it is read") {
+  // Header as safetensors.torch.save_file writes it (metadata first,
+  // compact JSON, space padding).
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"BF16","shape":[1,2],"data_offsets":[8,12]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  auto bytes = make_file(header, 12);
+  auto file = read_safetensors(write_temp(bytes, "torch_like.safetensors"));
+  REQUIRE_MESSAGE(file.ok(), file.error().describe());
+  CHECK(file->metadata.at("format") == "pt");
+  CHECK(file->tensors.at("b").shape == std::vector<std::int64_t>{1, 2});
+}
+
+TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
+  const std::string ok_entry = tensor_entry("a", "F32", "[2]", 0, 8);
+
+  SUBCASE("shorter than the 8-byte length") {
+    for (std::size_t n = 0; n < 8; ++n) {
+      std::vector<std::byte> bytes(n, std::byte{0});
+      CHECK(read_error(bytes).find("shorter than the 8-byte header length") != std::string::npos);
+    }
+  }
+  SUBCASE("header length beyond the file") {
+    CHECK(read_error(make_file("{}", 0, 1000)).find("runs past the end of the file") != std::string::npos);
+  }
+  SUBCASE("header length above 100 MB") {
+    CHECK(read_error(make_file("{}", 0, 100'000'001)).find("above the limit") != std::string::npos);
+    CHECK(read_error(make_file("{}", 0, ~0ULL)).find("above the limit") != std::string::npos);
+  }
+  SUBCASE("header not UTF-8") {
+    CHECK(read_error(make_file("{\"a\xff\":1}")).find("not valid UTF-8 (byte 3") != std::string::npos);
+    // An overlong encoding and a lone surrogate are invalid too.
+    CHECK(read_error(make_file("{\"\xc0\xaf\":1}")).find("UTF-8") != std::string::npos);
+    CHECK(read_error(make_file("{\"\xed\xa0\x80\":1}")).find("UTF-8") != std::string::npos);
+  }
+  SUBCASE("header not JSON") {
+    CHECK(read_error(make_file("{\"a\": ")).find("not valid JSON") != std::string::npos);
+    CHECK(read_error(make_file("")).find("not valid JSON") != std::string::npos);
+    CHECK(read_error(make_file("{} trailing")).find("not valid JSON") != std::string::npos);
+  }
+  SUBCASE("header not an object") {
+    CHECK(read_error(make_file("[1,2]")).find("must be a JSON object") != std::string::npos);
+    CHECK(read_error(make_file("\"text\"")).find("must be a JSON object") != std::string::npos);
+  }
+  SUBCASE("duplicate names") {
+    const auto msg = read_error(make_file("{" + ok_entry + "," + ok_entry + "}", 8));
+    CHECK(msg.find("duplicate tensor name 'a'") != std::string::npos);
+    const auto field =
+        read_error(make_file(R"({"a":{"dtype":"F32","dtype":"F16","shape":[2],"data_offsets":[0,8]}})", 8));
+    CHECK(field.find("tensor 'a' has the field 'dtype' twice") != std::string::npos);
+    const auto meta = read_error(make_file(R"({"__metadata__":{"k":"1","k":"2"}})"));
+    CHECK(meta.find("duplicate metadata key 'k'") != std::string::npos);
+  }
+  SUBCASE("unknown dtype") {
+    const auto msg = read_error(make_file("{" + tensor_entry("w", "I16", "[2]", 0, 4) + "}", 4));
+    CHECK(msg.find("tensor 'w' has an unknown dtype 'I16'") != std::string::npos);
+    CHECK(read_error(make_file(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,4]}})", 4)).find("dtype of tensor 'w'") !=
+          std::string::npos);
+  }
+  SUBCASE("shape not a list of non-negative integers") {
+    for (const char* shape : {"3", "[-1]", "[2.5]", "[\"2\"]", "[[2]]", "null"}) {
+      INFO("shape ", shape);
+      const auto msg = read_error(make_file("{" + tensor_entry("s", "F32", shape, 0, 8) + "}", 8));
+      CHECK(msg.find("shape of tensor 's' must be a list of non-negative integers") != std::string::npos);
+    }
+  }
+  SUBCASE("data_offsets not two integers with begin <= end") {
+    for (const char* offsets : {"[0]", "[0,8,9]", "[-1,8]", "[0,8.0]", "\"0,8\""}) {
+      INFO("offsets ", offsets);
+      const auto header = fmt::format(R"({{"d":{{"dtype":"F32","shape":[2],"data_offsets":{}}}}})", offsets);
+      CHECK(read_error(make_file(header, 8)).find("data_offsets of tensor 'd' must be two non-negative integers") !=
+            std::string::npos);
+    }
+    CHECK(read_error(make_file("{" + tensor_entry("d", "F32", "[0]", 8, 4) + "}", 8)).find("reversed: begin 8 > end 4") !=
+          std::string::npos);
+    CHECK(read_error(make_file("{" + tensor_entry("d", "F32", "[2]", 0, 8) + "}", 4))
+              .find("run past the end of the data section (4 bytes)") != std::string::npos);
+  }
+  SUBCASE("byte range differs from dtype size x shape") {
+    const auto msg = read_error(make_file("{" + tensor_entry("m", "F32", "[3]", 0, 8) + "}", 8));
+    CHECK(msg.find("tensor 'm' spans 8 bytes") != std::string::npos);
+    CHECK(msg.find("needs 12 bytes") != std::string::npos);
+  }
+  SUBCASE("shape product overflows") {
+    // 2^62 * 8 elements, or 2^61 F32 elements (x 4 bytes = 2^63, x 8 overflows).
+    const auto msg = read_error(make_file("{" + tensor_entry("o", "F32", "[4611686018427387904, 8]", 0, 8) + "}", 8));
+    CHECK(msg.find("byte size of tensor 'o'") != std::string::npos);
+    CHECK(msg.find("overflows") != std::string::npos);
+    const auto msg2 = read_error(make_file("{" + tensor_entry("o", "F64", "[2305843009213693952]", 0, 8) + "}", 8));
+    CHECK(msg2.find("overflows") != std::string::npos);
+  }
+  SUBCASE("ranges: gap, overlap, not from 0, trailing bytes") {
+    const auto gap = read_error(
+        make_file("{" + tensor_entry("a", "F32", "[1]", 0, 4) + "," + tensor_entry("b", "F32", "[1]", 8, 12) + "}", 12));
+    CHECK(gap.find("gap of 4 bytes between tensor 'a'") != std::string::npos);
+    const auto overlap = read_error(
+        make_file("{" + tensor_entry("a", "F32", "[2]", 0, 8) + "," + tensor_entry("b", "F32", "[1]", 4, 8) + "}", 8));
+    CHECK(overlap.find("overlaps") != std::string::npos);
+    const auto start = read_error(make_file("{" + tensor_entry("a", "F32", "[1]", 4, 8) + "}", 8));
+    CHECK(start.find("starts with 4 bytes that no tensor covers") != std::string::npos);
+    const auto trailing = read_error(make_file("{" + tensor_entry("a", "F32", "[1]", 0, 4) + "}", 9));
+    CHECK(trailing.find("5 trailing bytes") != std::string::npos);
+    const auto none = read_error(make_file("{}", 3));
+    CHECK(none.find("lists no tensors but the data section holds 3 bytes") != std::string::npos);
+  }
+  SUBCASE("metadata must be an object of strings") {
+    CHECK(read_error(make_file(R"({"__metadata__":{"seed":7}})")).find("metadata value of 'seed' must be a string") !=
+          std::string::npos);
+    CHECK(read_error(make_file(R"({"__metadata__":["x"]})")).find("__metadata__ must be an object") != std::string::npos);
+  }
+  SUBCASE("entry fields") {
+    CHECK(read_error(make_file(R"({"a":{"dtype":"F32","shape":[2]}})", 8)).find("tensor 'a' has no 'data_offsets'") !=
+          std::string::npos);
+    CHECK(read_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8))
+              .find("tensor 'a' has an unknown field 'x'") != std::string::npos);
+    CHECK(read_error(make_file(R"({"a":[1]})")).find("entry of tensor 'a' must be an object") != std::string::npos);
+    CHECK(read_error(make_file("{" + tensor_entry("", "F32", "[2]", 0, 8) + "}", 8)).find("empty name") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("paths that are not readable case files") {
+  auto missing = read_safetensors(temp_dir() / "does_not_exist.safetensors");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code == ErrorCode::InvalidInput);
+  CHECK(missing.error().message.find("cannot open") != std::string::npos);
+  auto directory = read_safetensors(temp_dir());
+  REQUIRE_FALSE(directory.ok());
+  CHECK(directory.error().message.find("not a regular file") != std::string::npos);
+}
+
+TEST_CASE("the writer refuses what it cannot write faithfully") {
+  const fs::path path = temp_dir() / "refused.safetensors";
+  Tensor wrong = Tensor::zeros(DType::F32, {4});
+  wrong.shape = {5};  // 16 bytes for 20 needed
+  auto status = write_safetensors(path, {{"w", wrong}}, {});
+  REQUIRE_FALSE(status.ok());
+  CHECK(status.error().message.find("tensor 'w' holds 16 bytes") != std::string::npos);
+  CHECK_FALSE(write_safetensors(path, {{"__metadata__", Tensor::zeros(DType::F32, {1})}}, {}).ok());
+  CHECK_FALSE(write_safetensors(path, {{"x", Tensor::zeros(DType::F32, {1})}}, {{"k", "\xff"}}).ok());
+  CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("no crash: every truncation of a valid file fails cleanly") {
+  const fs::path path = temp_dir() / "valid.safetensors";
+  std::vector<double> values(24, 1.5);
+  REQUIRE(write_safetensors(path,
+                            {{"a", Tensor::from_doubles(DType::BF16, {2, 3, 4}, values)},
+                             {"b", Tensor::from_doubles(DType::I32, {6}, std::vector<double>(6, 3))}},
+                            {{"k", "v"}})
+              .ok());
+  const auto bytes = read_all(path);
+  REQUIRE(parse_safetensors(bytes, nullptr).ok());
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    auto file = parse_safetensors(std::span(bytes.data(), n), nullptr);
+    INFO("prefix of ", n, " bytes");
+    REQUIRE_FALSE(file.ok());
+    CHECK(file.error().code == ErrorCode::InvalidInput);
+  }
+  // Through the file reader (mmap) too, for a few lengths.
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{8}, std::size_t{20}, bytes.size() - 1}) {
+    const auto prefix = std::vector<std::byte>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
+    CHECK_FALSE(read_safetensors(write_temp(prefix, "truncated.safetensors")).ok());
+  }
+}
+
+TEST_CASE("no crash: random garbage and corrupted valid files") {
+  std::mt19937 rng(42);
+  const fs::path path = temp_dir() / "valid2.safetensors";
+  REQUIRE(write_safetensors(path, {{"x", Tensor::zeros(DType::F16, {3, 3})}, {"y", Tensor::zeros(DType::F8_E4M3, {5})}},
+                            {{"description", "d"}})
+              .ok());
+  const auto valid = read_all(path);
+
+  int accepted = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<std::byte> bytes;
+    if (trial % 3 == 0) {
+      // Pure garbage, sometimes with a plausible header length.
+      bytes.resize(rng() % 200);
+      for (auto& b : bytes) b = static_cast<std::byte>(rng());
+      if (bytes.size() >= 8 && rng() % 2) {
+        const std::uint64_t n = rng() % (bytes.size() - 7);
+        for (int i = 0; i < 8; ++i) bytes[i] = static_cast<std::byte>((n >> (8 * i)) & 0xFF);
+      }
+    } else {
+      // A valid file with a few bytes flipped or replaced by JSON-ish ones.
+      bytes = valid;
+      const int edits = 1 + static_cast<int>(rng() % 4);
+      static const char kJsonish[] = "{}[]\":,0123456789-e. ";
+      for (int e = 0; e < edits; ++e) {
+        const std::size_t at = rng() % bytes.size();
+        bytes[at] = trial % 3 == 1 ? static_cast<std::byte>(rng())
+                                   : static_cast<std::byte>(kJsonish[rng() % (sizeof(kJsonish) - 1)]);
+      }
+    }
+    auto file = parse_safetensors(bytes, nullptr);
+    if (file.ok()) {
+      ++accepted;
+      // Whatever was accepted is self-consistent.
+      for (const auto& [name, t] : file->tensors) CHECK(static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype) == t.nbytes);
+    } else {
+      CHECK(file.error().code == ErrorCode::InvalidInput);
+      CHECK_FALSE(file.error().message.empty());
+    }
+  }
+  // Edits inside the data section leave the file valid: some must pass.
+  CHECK(accepted > 0);
+}

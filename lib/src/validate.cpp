@@ -1,2 +1,376 @@
-// Placeholder until this area lands; replaced by its implementation.
+// Validation before anything runs. Three passes, each only when the one
+// before found the case sound enough to look at:
+//   1. structure: ranks, dtypes, byte sizes, table vector lengths (so the
+//      later passes never index out of range, whatever the Case holds);
+//   2. geometry and parameters: GQA ratio, head dims, scales, window;
+//   3. per sequence: lengths, query_start_loc, the table's needed entries.
+// The runtime module's checks map as follows: "another KV block size" is the
+// recorded block_size against the cache's (and CSR last-page lengths beyond
+// it); "capacity overflow" is the checked table capacity; "cannot hold its
+// declared tokens" and "exceeds prepared capacity" are a row (or CSR range)
+// too short for its seq_len; "missing physical page" is an entry outside
+// [0, num_blocks).
 #include "pagecheck/validate.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <map>
+#include <unordered_map>
+
+namespace pagecheck {
+
+namespace {
+
+// Messages are capped per kind: the first kMaxPerKind are kept, the rest
+// counted, so a table full of garbage gives a readable report.
+constexpr int kMaxPerKind = 20;
+
+class Findings {
+ public:
+  explicit Findings(std::vector<std::string>& out) : out_(out) {}
+  template <class MakeMessage>
+  void add(const char* kind, MakeMessage&& make_message) {
+    Count& count = counts_[kind];
+    if (count.shown < kMaxPerKind) {
+      out_.push_back(make_message());
+      ++count.shown;
+    } else {
+      ++count.hidden;
+    }
+  }
+  void finish() {
+    for (const auto& [kind, count] : counts_)
+      if (count.hidden > 0)
+        out_.push_back(fmt::format("... and {} more of the kind '{}' (first {} shown)", count.hidden, kind, kMaxPerKind));
+  }
+  std::size_t size() const { return out_.size(); }
+
+ private:
+  struct Count {
+    int shown = 0;
+    std::int64_t hidden = 0;
+  };
+  std::vector<std::string>& out_;
+  std::map<std::string, Count> counts_;
+};
+
+const char* layout_name(KvLayout layout) { return layout == KvLayout::NHD ? "NHD" : "HND"; }
+
+bool dtype_in(DType d, const std::vector<DType>& allowed) {
+  for (DType a : allowed)
+    if (a == d) return true;
+  return false;
+}
+
+// Pass 1. Returns false when later passes cannot safely run.
+bool check_structure(const Case& c, Findings& errors) {
+  const std::size_t before = errors.size();
+  const auto check_tensor = [&](const char* name, const Tensor& t, std::int64_t rank, const char* shape,
+                                const std::vector<DType>& dtypes) {
+    if (t.rank() != rank) {
+      errors.add("structure",
+                 [&] { return fmt::format("{} has shape {} but must have rank {}: {}", name, t.describe(), rank, shape); });
+      return;
+    }
+    if (!dtype_in(t.dtype, dtypes)) {
+      std::string list;
+      for (DType d : dtypes) list += (list.empty() ? "" : ", ") + std::string(dtype_name(d));
+      errors.add("structure",
+                 [&] { return fmt::format("{} is {} but must be one of: {}", name, dtype_name(t.dtype), list); });
+    }
+    std::uint64_t elements = 1;
+    bool bad = false;
+    for (auto d : t.shape) bad |= d < 0 || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements);
+    std::uint64_t bytes = 0;
+    bad |= __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(t.dtype)), &bytes);
+    if (bad || bytes != t.nbytes || (t.nbytes > 0 && t.data == nullptr))
+      errors.add("structure", [&] {
+        return fmt::format("{} {} holds {} bytes of data{}", name, t.describe(), t.nbytes,
+                           bad ? " (its shape is negative or overflows)" : fmt::format(", expected {}", bytes));
+      });
+  };
+  const std::vector<DType> kFloat = {DType::F32, DType::F16, DType::BF16};
+  const std::vector<DType> kCache = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2};
+  const char* cache_shape = c.params.layout == KvLayout::NHD ? "[num_blocks, block_size, kv_heads, dim] (NHD)"
+                                                              : "[num_blocks, kv_heads, block_size, dim] (HND)";
+  check_tensor("query", c.query, 3, "[num_tokens, q_heads, head_dim]", kFloat);
+  check_tensor("key_cache", c.key_cache, 4, cache_shape, kCache);
+  check_tensor("value_cache", c.value_cache, 4, cache_shape, kCache);
+  if (errors.size() != before) return false;
+
+  if (c.q_heads() < 1) errors.add("structure", [&] { return fmt::format("query {} has no heads", c.query.describe()); });
+  if (c.head_dim() < 1)
+    errors.add("structure", [&] { return fmt::format("query {} has head_dim 0", c.query.describe()); });
+  if (c.block_size() < 1)
+    errors.add("structure", [&] { return fmt::format("key_cache {} has block_size 0", c.key_cache.describe()); });
+  if (c.kv_heads() < 1)
+    errors.add("structure", [&] { return fmt::format("key_cache {} has no KV heads", c.key_cache.describe()); });
+  if (c.key_head_dim() < 1 || c.v_head_dim() < 1)
+    errors.add("structure", [&] {
+      return fmt::format("key_cache {} and value_cache {} need head dims >= 1", c.key_cache.describe(),
+                         c.value_cache.describe());
+    });
+  const std::size_t slot_axis = c.params.layout == KvLayout::NHD ? 1 : 2;
+  const std::size_t head_axis = c.params.layout == KvLayout::NHD ? 2 : 1;
+  for (auto [axis, what] : {std::pair<std::size_t, const char*>{0, "num_blocks"}, {slot_axis, "block_size"},
+                            {head_axis, "kv_heads"}}) {
+    if (c.key_cache.dim(axis) != c.value_cache.dim(axis))
+      errors.add("structure", [&] {
+        return fmt::format("key_cache {} and value_cache {} disagree on {} ({} vs {}, layout {})", c.key_cache.describe(),
+                           c.value_cache.describe(), what, c.key_cache.dim(axis), c.value_cache.dim(axis),
+                           layout_name(c.params.layout));
+      });
+  }
+
+  const auto num_seqs = static_cast<std::int64_t>(c.seq_lens.size());
+  if (static_cast<std::int64_t>(c.table.page_indptr.size()) != num_seqs + 1)
+    errors.add("structure", [&] {
+      return fmt::format("the table's page_indptr has {} entries but there are {} sequences (seq_lens); it needs {}",
+                         c.table.page_indptr.size(), num_seqs, num_seqs + 1);
+    });
+  if (static_cast<std::int64_t>(c.query_start_loc.size()) != num_seqs + 1)
+    errors.add("structure", [&] {
+      return fmt::format("query_start_loc has {} entries but there are {} sequences; it needs {}",
+                         c.query_start_loc.size(), num_seqs, num_seqs + 1);
+    });
+  if (c.table.form == TableForm::Dense && errors.size() == before) {
+    std::int64_t entries = 0;
+    if (c.table.max_blocks_per_seq < 0 || __builtin_mul_overflow(num_seqs, c.table.max_blocks_per_seq, &entries) ||
+        entries != static_cast<std::int64_t>(c.table.page_indices.size())) {
+      errors.add("structure", [&] {
+        return fmt::format("block_table holds {} entries but {} sequences x max_blocks_per_seq {} need {}",
+                           c.table.page_indices.size(), num_seqs, c.table.max_blocks_per_seq, entries);
+      });
+    } else {
+      for (std::int64_t s = 0; s <= num_seqs; ++s)
+        if (c.table.page_indptr[s] != s * c.table.max_blocks_per_seq) {
+          errors.add("structure", [&] {
+            return fmt::format("dense table: page_indptr[{}] = {} but row {} starts at {} (x max_blocks_per_seq {})", s,
+                               c.table.page_indptr[s], s, s * c.table.max_blocks_per_seq, c.table.max_blocks_per_seq);
+          });
+          break;
+        }
+    }
+  }
+
+  if (c.recorded_output) {
+    const Tensor& out = *c.recorded_output;
+    check_tensor("output", out, 3, "[num_tokens, q_heads, v_head_dim]", kFloat);
+    if (out.rank() == 3 && (out.dim(0) != c.num_tokens() || out.dim(1) != c.q_heads() || out.dim(2) != c.v_head_dim()))
+      errors.add("structure", [&] {
+        return fmt::format("output has shape {} but must be [num_tokens, q_heads, v_head_dim] = [{}, {}, {}]",
+                           out.describe(), c.num_tokens(), c.q_heads(), c.v_head_dim());
+      });
+  }
+  if (c.recorded_lse) {
+    const Tensor& lse = *c.recorded_lse;
+    check_tensor("lse", lse, 2, "[num_tokens, q_heads]", {DType::F32});
+    if (lse.rank() == 2 && (lse.dim(0) != c.num_tokens() || lse.dim(1) != c.q_heads()))
+      errors.add("structure", [&] {
+        return fmt::format("lse has shape {} but must be [num_tokens, q_heads] = [{}, {}]", lse.describe(),
+                           c.num_tokens(), c.q_heads());
+      });
+  }
+  return errors.size() == before;
+}
+
+// Pass 2.
+void check_geometry_and_params(const Case& c, Findings& errors) {
+  if (c.num_seqs() < 1) errors.add("geometry", [] { return std::string("the case has no sequences"); });
+  if (c.q_heads() % c.kv_heads() != 0)
+    errors.add("geometry", [&] {
+      return fmt::format("q_heads {} is not a multiple of kv_heads {} (query {}, key_cache {})", c.q_heads(),
+                         c.kv_heads(), c.query.describe(), c.key_cache.describe());
+    });
+  if (c.head_dim() != c.key_head_dim())
+    errors.add("geometry", [&] {
+      return fmt::format("query head_dim {} differs from key_cache head dim {} (query {}, key_cache {})", c.head_dim(),
+                         c.key_head_dim(), c.query.describe(), c.key_cache.describe());
+    });
+  const CaseParams& p = c.params;
+  if (p.table_block_size && *p.table_block_size != c.block_size())
+    errors.add("geometry", [&] {
+      return fmt::format("the block table was built for block_size {} (metadata) but the cache's block size is {}",
+                         *p.table_block_size, c.block_size());
+    });
+  if (p.scale && !(std::isfinite(*p.scale) && *p.scale >= 0))
+    errors.add("parameter", [&] { return fmt::format("scale = {} must be a finite number >= 0", *p.scale); });
+  if (p.sliding_window < 0)
+    errors.add("parameter",
+               [&] { return fmt::format("sliding_window = {} must be >= 0 (0: no window)", p.sliding_window); });
+  if (!(std::isfinite(p.softcap) && p.softcap >= 0))
+    errors.add("parameter", [&] { return fmt::format("softcap = {} must be a finite number >= 0 (0: none)", p.softcap); });
+  if (!(std::isfinite(p.k_scale) && p.k_scale > 0))
+    errors.add("parameter", [&] { return fmt::format("k_scale = {} must be a finite number > 0", p.k_scale); });
+  if (!(std::isfinite(p.v_scale) && p.v_scale > 0))
+    errors.add("parameter", [&] { return fmt::format("v_scale = {} must be a finite number > 0", p.v_scale); });
+}
+
+// Pass 3.
+void check_sequences(const Case& c, Findings& errors, Findings& warnings) {
+  const std::int64_t num_seqs = c.num_seqs();
+  const std::int64_t num_tokens = c.num_tokens();
+  const std::int64_t block_size = c.block_size();
+  const std::int64_t num_blocks = c.num_blocks();
+  const bool dense = c.table.form == TableForm::Dense;
+  const auto& indptr = c.table.page_indptr;
+  const auto& indices = c.table.page_indices;
+  const auto table_entries = static_cast<std::int64_t>(indices.size());
+
+  // The runtime's "capacity overflow": entries x block_size must fit 64 bits.
+  std::int64_t capacity = 0;
+  if (__builtin_mul_overflow(table_entries, block_size, &capacity))
+    errors.add("capacity", [&] {
+      return fmt::format("table capacity overflows: {} entries x block_size {}", table_entries, block_size);
+    });
+
+  // query_start_loc: starts at 0, never decreases, ends at num_tokens.
+  const auto& qsl = c.query_start_loc;
+  if (qsl[0] != 0)
+    errors.add("query_start_loc", [&] { return fmt::format("query_start_loc[0] = {} but must be 0", qsl[0]); });
+  if (qsl[num_seqs] != num_tokens)
+    errors.add("query_start_loc", [&] {
+      return fmt::format("query_start_loc[{}] = {} but query has {} tokens", num_seqs, qsl[num_seqs], num_tokens);
+    });
+
+  const auto entry_name = [&](std::int64_t s, std::int64_t page) {
+    if (dense) return fmt::format("block_table[{}][{}]", s, page);
+    return fmt::format("kv_indices[{}] (sequence {}, page {})", indptr[s] + page, s, page);
+  };
+
+  std::unordered_map<std::int32_t, std::int64_t> first_use;  // page -> index within the sequence
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const std::int64_t seq_len = c.seq_lens[s];
+
+    // Query tokens of this sequence.
+    const std::int64_t q_len = static_cast<std::int64_t>(qsl[s + 1]) - qsl[s];
+    if (q_len < 0)
+      errors.add("query_start_loc", [&] {
+        return fmt::format("query_start_loc decreases at sequence {}: query_start_loc[{}] = {} > query_start_loc[{}] = {}",
+                           s, s, qsl[s], s + 1, qsl[s + 1]);
+      });
+    else if (q_len == 0)
+      errors.add("q_len", [&] {
+        return fmt::format("sequence {} has no query tokens (query_start_loc[{}] = query_start_loc[{}] = {}); q_len must "
+                           "be >= 1",
+                           s, s, s + 1, qsl[s]);
+      });
+    else if (q_len > seq_len && seq_len >= 1)
+      errors.add("q_len", [&] {
+        return fmt::format("sequence {}: q_len {} > seq_len {} (the new tokens' keys are in the cache, so q_len <= "
+                           "seq_len)",
+                           s, q_len, seq_len);
+      });
+
+    // The sequence's pages: [indptr[s], indptr[s] + usable) in page_indices.
+    std::int64_t usable = 0;   // entries the table gives this sequence
+    std::int64_t needed = 0;   // entries its seq_len needs
+    if (dense) {
+      if (seq_len < 1) {
+        errors.add("seq_len", [&] { return fmt::format("seq_lens[{}] = {} but must be >= 1", s, seq_len); });
+        continue;
+      }
+      usable = c.table.max_blocks_per_seq;
+      needed = (seq_len + block_size - 1) / block_size;
+      if (needed > usable)
+        errors.add("capacity", [&] {
+          return fmt::format("sequence {}: seq_len {} needs {} pages of {} tokens but block_table row {} has only {} "
+                             "(capacity {} tokens)",
+                             s, seq_len, needed, block_size, s, usable, usable * block_size);
+        });
+    } else {
+      const std::int64_t begin = indptr[s];
+      const std::int64_t end = indptr[s + 1];
+      if (begin < 0) {
+        errors.add("kv_indptr", [&] { return fmt::format("kv_indptr[{}] = {} is negative", s, begin); });
+        continue;
+      }
+      if (end < begin) {
+        errors.add("kv_indptr", [&] {
+          return fmt::format("kv_indptr decreases at sequence {}: kv_indptr[{}] = {} > kv_indptr[{}] = {}", s, s, begin,
+                             s + 1, end);
+        });
+        continue;
+      }
+      if (end > table_entries) {
+        errors.add("kv_indptr", [&] {
+          return fmt::format("kv_indptr[{}] = {} is beyond the {} entries of kv_indices", s + 1, end, table_entries);
+        });
+        continue;
+      }
+      if (end == begin) {
+        errors.add("kv_indptr", [&] {
+          return fmt::format("sequence {} has no pages (kv_indptr[{}] = kv_indptr[{}] = {}); each sequence needs at "
+                             "least one",
+                             s, s, s + 1, begin);
+        });
+        continue;
+      }
+      usable = end - begin;
+      needed = usable;
+      const std::int64_t last_page_len = seq_len - (usable - 1) * block_size;
+      if (last_page_len < 1 || last_page_len > block_size) {
+        errors.add("kv_last_page_len", [&] {
+          return fmt::format("kv_last_page_len[{}] = {} must be in [1, block_size = {}]{}", s, last_page_len, block_size,
+                             last_page_len > block_size ? " (was the table built for another block size?)" : "");
+        });
+        continue;
+      }
+    }
+
+    // Needed entries name existing pages; a page twice in one sequence is
+    // legal but suspicious. Entries past `needed` are padding.
+    first_use.clear();
+    const std::int64_t checked = std::min(needed, usable);
+    for (std::int64_t j = 0; j < checked; ++j) {
+      const std::int32_t page = indices[indptr[s] + j];
+      if (page < 0) {
+        errors.add("page", [&] {
+          return fmt::format("{} = {} is negative (sequence {} needs {} pages for seq_len {})", entry_name(s, j), page, s,
+                             needed, seq_len);
+        });
+        continue;
+      }
+      if (page >= num_blocks) {
+        errors.add("page", [&] {
+          return fmt::format("{} = {} but the cache has {} blocks", entry_name(s, j), page, num_blocks);
+        });
+        continue;
+      }
+      const auto [it, inserted] = first_use.emplace(page, j);
+      if (!inserted)
+        warnings.add("duplicate page", [&] {
+          return fmt::format("sequence {} uses page {} twice: {} and {}", s, page, entry_name(s, it->second),
+                             entry_name(s, j));
+        });
+    }
+  }
+}
+
+}  // namespace
+
+ValidationReport validate_case(const Case& c) {
+  ValidationReport report;
+  Findings errors(report.errors);
+  Findings warnings(report.warnings);
+  if (check_structure(c, errors)) {
+    check_geometry_and_params(c, errors);
+    if (c.num_seqs() >= 1) check_sequences(c, errors, warnings);
+  }
+  errors.finish();
+  warnings.finish();
+  return report;
+}
+
+Status validation_status(const ValidationReport& report, std::string where) {
+  if (report.ok()) return {};
+  std::string message = report.errors.size() == 1 ? "invalid case: " : "invalid case:";
+  if (report.errors.size() == 1) {
+    message += report.errors.front();
+  } else {
+    for (const auto& e : report.errors) message += "\n  " + e;
+  }
+  return invalid_input(std::move(message), std::move(where));
+}
+
+}  // namespace pagecheck

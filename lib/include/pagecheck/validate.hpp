@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "pagecheck/case.hpp"
+#include "pagecheck/status.hpp"
 
 namespace pagecheck {
 
@@ -16,5 +17,9 @@ struct ValidationReport {
 };
 
 ValidationReport validate_case(const Case& c);
+
+// OK when the report has no errors; else InvalidInput whose message lists
+// every error (warnings are not included).
+Status validation_status(const ValidationReport& report, std::string where = {});
 
 }  // namespace pagecheck
