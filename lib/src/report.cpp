@@ -128,13 +128,19 @@ void print_path_row(std::FILE* out, const PathReport& p, const std::optional<Dev
   const std::string status_cell = color ? fmt::format("{}{}\x1b[0m{}", status_color(p.status), status,
                                                       std::string(status.size() < 8 ? 8 - status.size() : 0, ' '))
                                         : padded(status, 8);
+  if ((p.status == PathStatus::Skipped || p.status == PathStatus::NotApplicable ||
+       (p.status == PathStatus::Error && !p.error)) && p.timings.empty()) {
+    // Nothing ran: the reason is the whole row.
+    fmt::print(out, "  {:<10} {} {}\n", p.path, status_cell, p.reason);
+    return;
+  }
   std::string cells;
   if (p.error) {
     const auto& e = *p.error;
     cells = fmt::format("{:>9} {:>9} {:>7} {:>7} {:>6} {:<18}", num(e.max_abs_err), num(e.rel_l2_err), e.mismatches,
                         e.nonfinite, p.unwritten, location(e.worst));
   } else {
-    cells = fmt::format("{:>9} {:>9} {:>7} {:>7} {:>6} {:<18}", "-", "-", "-", "-", p.unwritten, "-");
+    cells = fmt::format("{:>9} {:>9} {:>7} {:>7} {:>6} {:<18}", "-", "-", "-", "-", "-", "-");
   }
   std::string timing = "-";
   if (const StageTiming* t = headline_timing(p)) timing = fmt::format("{:.3f}", t->median_ms);
@@ -309,28 +315,36 @@ std::string xml_escape(std::string_view text) {
   return out;
 }
 
-void print_table(std::FILE* out, const RunReport& report, bool color) {
-  if (report.device)
-    fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, BF16 mma {:.0f} TFLOP/s)\n", report.device->device_index,
-               report.device->name, report.device->multiprocessors, report.device->copy_gb_per_s,
-               report.device->matmul_tflop_per_s);
+void print_device(std::FILE* out, const DeviceInfo& d) {
+  fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, BF16 mma {:.0f} TFLOP/s)\n", d.device_index, d.name,
+             d.multiprocessors, d.copy_gb_per_s, d.matmul_tflop_per_s);
+}
+
+void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color) {
   const char* bold = color ? "\x1b[1m" : "";
   const char* reset = color ? "\x1b[0m" : "";
-  for (const auto& c : report.cases) {
-    fmt::print(out, "\n{}{}{}{}{}\n", bold, c.name, reset, c.description.empty() ? "" : "  ", c.description);
-    if (!c.geometry.empty()) fmt::print(out, "  {}\n", c.geometry);
-    for (const auto& w : c.warnings) fmt::print(out, "  warning: {}\n", w);
-    for (const auto& e : c.errors) fmt::print(out, "  {}invalid{}: {}\n", color ? "\x1b[31;1m" : "", reset, e);
-    if (c.paths.empty()) continue;
-    fmt::print(out, "  {:<10} {:<8} {:>9} {:>9} {:>7} {:>7} {:>6} {:<18} {:>10}  {}\n", "path", "status", "max abs",
-               "rel L2", "mismat", "nonfin", "unwr", "worst (s,t,h,d)", "median ms", "plan");
-    for (const auto& p : c.paths) print_path_row(out, p, report.device, color);
-  }
+  fmt::print(out, "\n{}{}{}{}{}\n", bold, c.name, reset, c.description.empty() ? "" : "  ", c.description);
+  if (!c.geometry.empty()) fmt::print(out, "  {}\n", c.geometry);
+  for (const auto& w : c.warnings) fmt::print(out, "  warning: {}\n", w);
+  for (const auto& e : c.errors) fmt::print(out, "  {}invalid{}: {}\n", color ? "\x1b[31;1m" : "", reset, e);
+  if (c.paths.empty()) return;
+  fmt::print(out, "  {:<10} {:<8} {:>9} {:>9} {:>7} {:>7} {:>6} {:<18} {:>10}  {}\n", "path", "status", "max abs",
+             "rel L2", "mismat", "nonfin", "unwr", "worst (s,t,h,d)", "median ms", "plan");
+  for (const auto& p : c.paths) print_path_row(out, p, device, color);
+}
+
+void print_summary(std::FILE* out, const RunReport& report) {
   const RunSummary s = summarize(report);
   fmt::print(out, "\n{} case{}", s.cases, s.cases == 1 ? "" : "s");
   if (s.invalid_cases) fmt::print(out, " ({} invalid)", s.invalid_cases);
   fmt::print(out, ", {} path runs: {} pass, {} fail, {} error, {} skipped, {} n/a\n", s.paths, s.pass, s.fail, s.error,
              s.skipped, s.not_applicable);
+}
+
+void print_table(std::FILE* out, const RunReport& report, bool color) {
+  if (report.device) print_device(out, *report.device);
+  for (const auto& c : report.cases) print_case(out, c, report.device, color);
+  print_summary(out, report);
 }
 
 nlohmann::json to_json(const RunReport& report) {

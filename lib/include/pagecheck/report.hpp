@@ -76,7 +76,12 @@ std::string xml_escape(std::string_view text);
 std::string to_csv(const RunReport& report);
 std::string to_junit(const RunReport& report);
 
+// The whole report: device line, every case, summary line.
 void print_table(std::FILE* out, const RunReport& report, bool color);
+// Pieces of the table, for printing case by case as a run goes.
+void print_device(std::FILE* out, const DeviceInfo& device);
+void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color);
+void print_summary(std::FILE* out, const RunReport& report);
 nlohmann::json to_json(const RunReport& report);
 Status write_json(const std::string& path, const RunReport& report);
 Status write_csv(const std::string& path, const RunReport& report);

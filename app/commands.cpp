@@ -1,0 +1,109 @@
+// run, replay and gen.
+#include "commands.hpp"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "runner.hpp"
+#include "specs.hpp"
+#include "pagecheck/case_file.hpp"
+#include "pagecheck/reference.hpp"
+#include "pagecheck/synthetic.hpp"
+#include "pagecheck/validate.hpp"
+
+namespace pagecheck::app {
+namespace fs = std::filesystem;
+
+int cmd_list_presets() {
+  for (const auto& name : preset_names()) {
+    auto spec = preset(name);
+    fmt::print("{:<22} {}\n", name, spec.ok() ? spec->description : spec.error().describe());
+  }
+  return exit_code::kPass;
+}
+
+int cmd_run(const RunConfig& config, const Invocation& invocation) {
+  if (config.cases.list_presets) return cmd_list_presets();
+  auto specs = build_specs(config.cases);
+  if (!specs.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", specs.error().describe());
+    return exit_code_for(specs.error().code);
+  }
+  std::vector<CaseSource> sources;
+  for (const auto& spec : *specs)
+    sources.push_back({spec.name, [spec]() { return generate_case(spec); }});
+  return run_cases(sources, config.exec, config.out, invocation);
+}
+
+int cmd_replay(const ReplayConfig& config, const Invocation& invocation) {
+  std::vector<CaseSource> sources;
+  for (const auto& file : config.files) {
+    sources.push_back({file, [file]() -> Expected<Case> {
+                         std::error_code ec;
+                         if (!fs::exists(file, ec)) return invalid_input("no such file", file);
+                         if (fs::is_directory(file, ec)) return invalid_input("is a directory, not a case file", file);
+                         auto c = load_case_file(file);
+                         // Whatever made the file unreadable, the input is at
+                         // fault: exit 3, naming the file.
+                         if (!c.ok()) {
+                           Error e = c.error();
+                           e.code = ErrorCode::InvalidInput;
+                           if (e.where.empty()) e.where = file;
+                           else if (e.where.find(file) == std::string::npos) e.where = file + ": " + e.where;
+                           return e;
+                         }
+                         return c;
+                       }});
+  }
+  return run_cases(sources, config.exec, config.out, invocation);
+}
+
+int cmd_gen(const GenConfig& config) {
+  if (config.cases.list_presets) return cmd_list_presets();
+  if (config.cases.presets.size() > 1) {
+    fmt::print(stderr, "pagecheck: gen writes one case; give at most one --preset\n");
+    return exit_code::kUsage;
+  }
+  CaseOptions options = config.cases;
+  if (options.presets.empty()) options.any_geometry_flag = true;  // gen without options: the default spec
+  auto specs = build_specs(options);
+  if (!specs.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", specs.error().describe());
+    return exit_code_for(specs.error().code);
+  }
+  SyntheticSpec spec = specs->front();
+  if (options.name.empty()) spec.name = fs::path(config.output).stem().string();
+  auto c = generate_case(spec);
+  if (!c.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", c.error().describe());
+    return exit_code_for(c.error().code);
+  }
+  const ValidationReport validation = validate_case(*c);
+  for (const auto& w : validation.warnings) fmt::print(stderr, "pagecheck: warning: {}\n", w);
+  if (!validation.ok()) {
+    for (const auto& e : validation.errors) fmt::print(stderr, "pagecheck: generated case is invalid: {}\n", e);
+    return exit_code::kInvalidInput;
+  }
+  if (config.with_output) {
+    auto ref = reference_attention(*c, config.threads);
+    if (!ref.ok()) {
+      fmt::print(stderr, "pagecheck: {}\n", ref.error().describe());
+      return exit_code_for(ref.error().code);
+    }
+    c->recorded_output = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads(), c->v_head_dim()},
+                                                    std::vector<float>(ref->output.begin(), ref->output.end()));
+    c->recorded_lse = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads()},
+                                                 std::vector<float>(ref->lse.begin(), ref->lse.end()));
+  }
+  const Status saved = save_case_file(*c, config.output);
+  if (!saved.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", saved.error().describe());
+    return exit_code_for(saved.error().code);
+  }
+  fmt::print("wrote {}: {}\n", config.output, describe_geometry(*c));
+  return exit_code::kPass;
+}
+
+}  // namespace pagecheck::app

@@ -1,0 +1,17 @@
+// The subcommands. Each returns its exit code (pagecheck::exit_code) and
+// prints its own errors; main.cpp only parses and dispatches.
+#pragma once
+
+#include "config.hpp"
+
+namespace pagecheck::app {
+
+int cmd_run(const RunConfig& config, const Invocation& invocation);
+int cmd_list_presets();
+int cmd_replay(const ReplayConfig& config, const Invocation& invocation);
+int cmd_gen(const GenConfig& config);
+int cmd_inspect(const InspectConfig& config);
+int cmd_tune(const TuneConfig& config);
+int cmd_bench(const BenchConfig& config, const Invocation& invocation);
+
+}  // namespace pagecheck::app

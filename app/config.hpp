@@ -1,0 +1,129 @@
+// The CLI's configuration structs: main.cpp binds the options to these, the
+// commands read them. Nothing here parses.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pagecheck::app {
+
+// Synthetic case options shared by `run` and `gen`. Strings stay strings
+// until build_specs() turns them into SyntheticSpecs, so that every
+// conversion error is reported in one place.
+struct CaseOptions {
+  std::vector<std::string> presets;
+  bool list_presets = false;
+  std::string name;
+  std::string description;
+  std::uint64_t seed = 1;
+  bool seed_given = false;  // set by main.cpp
+  std::int64_t seqs = 0;
+  std::int64_t q_heads = 0;
+  std::int64_t kv_heads = 0;
+  std::int64_t head_dim = 0;
+  std::int64_t v_head_dim = 0;
+  std::int64_t block_size = 0;
+  std::int64_t pool_factor = 0;
+  std::int64_t seq_len = 0;
+  std::int64_t seq_len_min = 0;
+  std::int64_t seq_len_max = 0;
+  std::vector<std::int64_t> seq_lens;
+  bool boundary = false;  // boundary lengths in [seq_len_min, seq_len_max]
+  std::int64_t q_len = 0;
+  std::int64_t q_len_min = 0;
+  std::int64_t q_len_max = 0;
+  std::string mode;     // decode | prefill | chunked | mixed
+  std::string kv_dtype;
+  std::string q_dtype;
+  std::string layout;   // NHD | HND
+  std::string table;    // dense | csr
+  std::int64_t window = -1;
+  double softcap = -1;
+  std::optional<double> scale;
+  std::optional<double> k_scale;
+  std::optional<double> v_scale;
+  std::string profile;  // gaussian | llm | large-logits
+  bool non_causal = false;
+  bool no_share_pages = false;
+  bool no_poison = false;
+  bool any_geometry_flag = false;  // set by main.cpp from the options' counts
+};
+
+// How paths are run and judged (run, replay, bench).
+struct ExecOptions {
+  std::vector<std::string> paths;  // empty: every path
+  std::optional<double> atol;
+  std::optional<double> rtol;
+  int device = 0;
+  bool require_gpu = false;
+  bool hot = false;
+  int repeats = 20;
+  int warmup = 3;
+  bool no_timing = false;
+  bool no_checks = false;
+  std::string plan;         // --plan direct | split:P:T
+  std::string tuning_file;  // --tuning FILE
+  int threads = 0;          // reference threads, 0: all cores
+  bool compare_reference = true;  // bench: only with --check
+};
+
+// Where results go.
+struct OutputOptions {
+  std::string json;
+  std::string csv;
+  std::string junit;
+  std::string save_failing;
+  bool quiet = false;
+  bool no_color = false;
+};
+
+struct RunConfig {
+  CaseOptions cases;
+  ExecOptions exec;
+  OutputOptions out;
+};
+
+struct ReplayConfig {
+  std::vector<std::string> files;
+  ExecOptions exec;
+  OutputOptions out;
+};
+
+struct GenConfig {
+  CaseOptions cases;
+  std::string output;
+  bool with_output = false;
+  int threads = 0;
+};
+
+struct InspectConfig {
+  std::string file;
+  int device = 0;
+};
+
+struct TuneConfig {
+  std::string output;  // tuning file to write
+  int device = 0;
+  std::vector<std::int64_t> context_lengths;
+  std::vector<std::int64_t> partition_sizes;
+  std::int64_t q_heads = 32, kv_heads = 8, head_dim = 128, v_head_dim = 128;
+  std::int64_t seqs = 0;
+};
+
+struct BenchConfig {
+  std::string shapes = "all";  // decode | prefill | all
+  std::uint64_t seed = 1;
+  bool check = false;
+  ExecOptions exec;
+  OutputOptions out;
+};
+
+// What main() knows about itself, for reports and replay commands.
+struct Invocation {
+  std::string command_line;  // argv joined, shell-quoted
+  std::string executable;    // absolute path of this binary where known
+};
+
+}  // namespace pagecheck::app

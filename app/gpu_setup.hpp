@@ -1,0 +1,32 @@
+// Finding the GPU paths: the only place app/ looks at whether CUDA was built
+// and a device is present.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "pagecheck/path.hpp"
+#include "pagecheck/status.hpp"
+
+namespace pagecheck::app {
+
+// True when this binary was built with the GPU paths.
+bool built_with_cuda();
+
+struct GpuSetup {
+  int device_count = 0;
+  std::optional<DeviceInfo> device;  // the device the GPU paths run on
+  std::string unavailable;           // why GPU paths are skipped; empty when they run
+};
+
+// Probes device `index` and adds the GPU paths to `registry`. A build without
+// CUDA or a machine without a device is not an error (the paths are skipped,
+// `unavailable` says why) unless `require_gpu`; a device index out of range
+// or a failing probe is a runtime error.
+Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_ceilings, bool require_gpu);
+
+// For `inspect`: adds the GPU paths so that their applies() can be asked,
+// with the present device when there is one. Returns why not when it cannot.
+std::optional<std::string> register_for_applicability(PathRegistry& registry, int index);
+
+}  // namespace pagecheck::app

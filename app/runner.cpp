@@ -1,0 +1,554 @@
+#include "runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "gpu_setup.hpp"
+#include "specs.hpp"
+#include "pagecheck/case_file.hpp"
+#include "pagecheck/metrics.hpp"
+#include "pagecheck/reference.hpp"
+#include "pagecheck/report.hpp"
+#include "pagecheck/safetensors.hpp"
+#include "pagecheck/validate.hpp"
+
+namespace pagecheck::app {
+namespace fs = std::filesystem;
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+bool stdout_wants_color(bool no_color) {
+  if (no_color || std::getenv("NO_COLOR") != nullptr) return false;
+  const char* term = std::getenv("TERM");
+  if (term != nullptr && std::string_view(term) == "dumb") return false;
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+std::string shell_quote(const std::string& arg) {
+  if (!arg.empty() && arg.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:=,+-@%") ==
+                          std::string::npos)
+    return arg;
+  std::string out = "'";
+  for (char ch : arg) {
+    if (ch == '\'') out += "'\\''";
+    else out += ch;
+  }
+  return out + "'";
+}
+
+std::vector<std::string> known_path_names() {
+  std::vector<std::string> names = {"reference"};
+  for (const auto& n : gpu_path_names()) names.push_back(n);
+  return names;
+}
+
+Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>& requested,
+                                                 const std::vector<std::string>& defaults) {
+  const auto known = known_path_names();
+  if (requested.empty()) return defaults;
+  std::set<std::string> wanted;
+  for (const auto& name : requested) {
+    if (name == "all") {
+      wanted.insert(known.begin(), known.end());
+      continue;
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      return usage_error(fmt::format("unknown path '{}'; paths: {}", name, list), "--paths");
+    }
+    wanted.insert(name);
+  }
+  std::vector<std::string> out;
+  for (const auto& k : known)
+    if (wanted.count(k)) out.push_back(k);
+  return out;
+}
+
+namespace {
+
+// A progress line on stderr, only when stderr is a terminal.
+class Progress {
+ public:
+  explicit Progress(bool enabled) : enabled_(enabled) {}
+  ~Progress() { clear(); }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  void update(std::size_t index, std::size_t total, const std::string& name, std::string_view step) {
+    if (!enabled_) return;
+    std::string text = fmt::format("[{}/{}] {}: {}", index + 1, total, name, step);
+    if (text.size() > 100) text.resize(100);
+    fmt::print(stderr, "\r\x1b[K{}", text);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  void clear() {
+    if (!shown_) return;
+    fmt::print(stderr, "\r\x1b[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool enabled_ = false;
+  bool shown_ = false;
+};
+
+// One path's result kept for a --save-failing bundle.
+struct PathOutput {
+  std::string path;
+  std::vector<float> output;
+  std::vector<float> lse;
+};
+
+struct Judging {
+  Tolerance output;
+  Tolerance lse;
+  Tolerance recorded;  // against the case's recorded output
+};
+
+Judging tolerances_for(const Case& c, const ExecOptions& exec) {
+  Judging j;
+  j.output = default_tolerance(c.query.dtype, c.key_cache.dtype);
+  j.lse = default_lse_tolerance(c.query.dtype, c.key_cache.dtype);
+  j.recorded = j.output;
+  if (c.recorded_output) {
+    // A recorded output is only as precise as its own dtype.
+    const Tolerance rec = default_tolerance(c.recorded_output->dtype, c.recorded_output->dtype);
+    j.recorded = {std::max(j.recorded.atol, rec.atol), std::max(j.recorded.rtol, rec.rtol)};
+  }
+  for (Tolerance* t : {&j.output, &j.lse, &j.recorded}) {
+    if (exec.atol) t->atol = *exec.atol;
+    if (exec.rtol) t->rtol = *exec.rtol;
+  }
+  return j;
+}
+
+std::vector<double> widen(const Tensor& t) {
+  std::vector<double> out(static_cast<std::size_t>(t.numel()));
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.at(i);
+  return out;
+}
+
+std::string location(const ElementLocation& w) {
+  return fmt::format("(seq {}, token {}, head {}, dim {})", w.seq, w.token, w.head, w.dim);
+}
+
+std::string mismatch_reason(std::string_view what, const ErrorStats& e, Tolerance t, std::string_view against) {
+  std::string out = fmt::format("{}: {} of {} elements beyond atol {:g} + rtol {:g}·|{}|", what, e.mismatches,
+                                e.elements, t.atol, t.rtol, against);
+  if (e.nonfinite > 0) out += fmt::format(" ({} NaN/Inf)", e.nonfinite);
+  if (e.worst.seq >= 0 || e.worst.token >= 0)
+    out += fmt::format("; worst at {}: {:g} vs {:g}", location(e.worst), e.worst_value, e.worst_reference);
+  return out;
+}
+
+// Compares `out` with the case's recorded output/LSE when it has them.
+void compare_recorded(const Case& c, const std::vector<float>& output, const std::vector<float>& lse,
+                      const std::vector<double>& recorded_output, const std::vector<double>& recorded_lse,
+                      const Judging& tol, PathReport& row) {
+  if (c.recorded_output) row.recorded = compare(c, output, recorded_output, c.v_head_dim(), tol.recorded);
+  if (c.recorded_lse && !lse.empty()) {
+    Tolerance lse_tol = tol.lse;
+    lse_tol.atol = std::max(lse_tol.atol, tol.recorded.atol);
+    lse_tol.rtol = std::max(lse_tol.rtol, tol.recorded.rtol);
+    row.recorded_lse = compare(c, lse, recorded_lse, 1, lse_tol);
+  }
+}
+
+struct CaseOutcome {
+  CaseReport report;
+  std::vector<PathOutput> outputs;  // filled when bundles are wanted
+  bool failing = false;
+};
+
+CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, PathRegistry& registry,
+                          const GpuSetup& gpu, const ExecOptions& exec, const RunOptions& run_options, bool keep_outputs,
+                          Progress& progress, std::size_t index, std::size_t total) {
+  CaseOutcome outcome;
+  CaseReport& cr = outcome.report;
+  cr.name = c.name;
+  cr.description = c.params.description;
+  cr.geometry = describe_geometry(c);
+
+  const ValidationReport validation = validate_case(c);
+  cr.warnings = validation.warnings;
+  if (!validation.ok()) {
+    cr.errors = validation.errors;
+    return outcome;
+  }
+
+  const Judging tol = tolerances_for(c, exec);
+  const std::int64_t width = c.v_head_dim();
+  const std::size_t expected_elements = static_cast<std::size_t>(c.num_tokens() * c.q_heads() * width);
+  const std::size_t expected_lse = static_cast<std::size_t>(c.num_tokens() * c.q_heads());
+
+  std::vector<double> recorded_output, recorded_lse;
+  if (c.recorded_output) {
+    if (static_cast<std::size_t>(c.recorded_output->numel()) == expected_elements) {
+      recorded_output = widen(*c.recorded_output);
+    } else {
+      cr.warnings.push_back(fmt::format("recorded output has shape {} but the case's output has {} elements; "
+                                        "not compared",
+                                        c.recorded_output->describe(), expected_elements));
+    }
+  }
+  if (c.recorded_lse && static_cast<std::size_t>(c.recorded_lse->numel()) == expected_lse)
+    recorded_lse = widen(*c.recorded_lse);
+  const bool have_recorded = !recorded_output.empty();
+
+  // Which GPU paths will actually run: the reference is needed for them.
+  const bool reference_selected = std::find(paths.begin(), paths.end(), "reference") != paths.end();
+  bool any_gpu_runs = false;
+  for (const auto& name : paths) {
+    if (name == "reference" || !gpu.unavailable.empty()) continue;
+    if (Path* p = registry.find(name); p != nullptr && p->applies(c).applies) any_gpu_runs = true;
+  }
+  const bool need_reference = reference_selected || (exec.compare_reference && any_gpu_runs);
+
+  std::optional<ReferenceResult> reference;
+  std::string reference_failure;
+  if (need_reference) {
+    progress.update(index, total, c.name, "reference");
+    PathReport row;
+    row.path = "reference";
+    row.tolerance = tol.recorded;
+    const auto start = std::chrono::steady_clock::now();
+    Expected<ReferenceResult> ref = runtime_error("not run");
+    try {
+      ref = reference_attention(c, exec.threads);
+    } catch (const std::exception& e) {
+      ref = runtime_error(fmt::format("the reference threw: {}", e.what()), "reference");
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (!ref.ok()) {
+      reference_failure = ref.error().describe();
+      row.status = PathStatus::Error;
+      row.reason = reference_failure;
+    } else {
+      reference = std::move(*ref);
+      StageTiming t;
+      t.stage = "total";
+      t.median_ms = t.min_ms = t.max_ms = ms;
+      t.repeats = 1;
+      row.timings.push_back(t);
+      std::vector<float> out_f(reference->output.begin(), reference->output.end());
+      std::vector<float> lse_f(reference->lse.begin(), reference->lse.end());
+      if (have_recorded) {
+        // The reference is the judge of the recorded output: when they
+        // disagree, the recorded output (or the reference) is wrong.
+        compare_recorded(c, out_f, lse_f, recorded_output, recorded_lse, tol, row);
+        std::vector<std::string> failures;
+        if (row.recorded && row.recorded->mismatches > 0)
+          failures.push_back(mismatch_reason("differs from the recorded output", *row.recorded, tol.recorded, "recorded"));
+        if (row.recorded_lse && row.recorded_lse->mismatches > 0)
+          failures.push_back(mismatch_reason("differs from the recorded LSE", *row.recorded_lse, tol.lse, "recorded"));
+        if (!failures.empty()) {
+          row.status = PathStatus::Fail;
+          row.reason = failures.front();
+          for (std::size_t i = 1; i < failures.size(); ++i) row.check_failures.push_back(failures[i]);
+        }
+      }
+      if (keep_outputs) outcome.outputs.push_back({"reference", std::move(out_f), std::move(lse_f)});
+    }
+    // The reference row is shown when selected, or when it failed (a failure
+    // must never be hidden).
+    if (reference_selected || row.status == PathStatus::Error) cr.paths.push_back(std::move(row));
+  }
+
+  for (const auto& name : paths) {
+    if (name == "reference") continue;
+    PathReport row;
+    row.path = name;
+    row.tolerance = tol.output;
+    Path* path = registry.find(name);
+    if (!gpu.unavailable.empty()) {
+      row.status = PathStatus::Skipped;
+      row.reason = gpu.unavailable;
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    if (path == nullptr) {
+      row.status = PathStatus::Skipped;
+      row.reason = "not built into this binary";
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    const Applicability applicability = path->applies(c);
+    if (!applicability.applies) {
+      row.status = PathStatus::NotApplicable;
+      row.reason = applicability.reason;
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    if (exec.compare_reference && !reference) {
+      row.status = PathStatus::Skipped;
+      row.reason = "not run: the reference failed (" + reference_failure + ")";
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+
+    progress.update(index, total, c.name, name);
+    Expected<PathRun> run = runtime_error("not run");
+    try {
+      run = path->run(c, run_options);
+    } catch (const std::exception& e) {
+      run = runtime_error(fmt::format("threw: {}", e.what()), name);
+    }
+    if (!run.ok()) {
+      row.status = PathStatus::Error;
+      row.reason = run.error().describe();
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    PathRun& r = *run;
+    row.unwritten = r.unwritten;
+    row.check_failures = r.check_failures;
+    row.timings = r.timings;
+    row.plan = r.plan;
+    row.notes = r.notes;
+
+    std::vector<std::string> failures;
+    if (r.output.size() != expected_elements)
+      failures.push_back(fmt::format("returned {} output elements, expected {}", r.output.size(), expected_elements));
+    if (!r.lse.empty() && r.lse.size() != expected_lse)
+      failures.push_back(fmt::format("returned {} LSE elements, expected {}", r.lse.size(), expected_lse));
+    if (reference) {
+      row.error = compare(c, r.output, reference->output, width, tol.output);
+      if (row.error->mismatches > 0) failures.push_back(mismatch_reason("output", *row.error, tol.output, "ref"));
+      if (!r.lse.empty()) {
+        row.lse_error = compare(c, r.lse, reference->lse, 1, tol.lse);
+        if (row.lse_error->mismatches > 0) failures.push_back(mismatch_reason("LSE", *row.lse_error, tol.lse, "ref"));
+      }
+    }
+    if (have_recorded) compare_recorded(c, r.output, r.lse, recorded_output, recorded_lse, tol, row);
+    if (r.unwritten > 0) failures.push_back(fmt::format("{} output elements left unwritten", r.unwritten));
+    if (!failures.empty() || !r.check_failures.empty()) {
+      row.status = PathStatus::Fail;
+      row.reason = failures.empty() ? r.check_failures.front() : failures.front();
+      for (std::size_t i = 1; i < failures.size(); ++i) row.check_failures.insert(row.check_failures.begin(), failures[i]);
+    }
+    if (keep_outputs) outcome.outputs.push_back({name, std::move(r.output), std::move(r.lse)});
+    cr.paths.push_back(std::move(row));
+  }
+
+  for (const auto& row : cr.paths)
+    if (row.status == PathStatus::Fail || row.status == PathStatus::Error) outcome.failing = true;
+  return outcome;
+}
+
+std::string safe_dir_name(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+                    ch == '_' || ch == '.';
+    out += ok ? ch : '_';
+  }
+  if (out.empty() || out == "." || out == "..") out = "case";
+  return out;
+}
+
+Tensor float_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  if (n != static_cast<std::int64_t>(values.size())) shape = {static_cast<std::int64_t>(values.size())};
+  return Tensor::from_vector<float>(DType::F32, std::move(shape), values);
+}
+
+// Writes DIR/<case>/: case.safetensors, outputs.safetensors, report.json,
+// command.txt and replay.sh.
+Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name, const Case& c,
+                               const CaseOutcome& outcome, const std::vector<std::string>& paths,
+                               const ExecOptions& exec, const Invocation& invocation, const RunReport& run) {
+  const fs::path dir = root / dir_name;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return runtime_error(fmt::format("cannot create the bundle folder: {}", ec.message()), dir.string());
+
+  // The case as it ran, with its own recorded output if it had one.
+  PC_TRY(save_case_file(c, dir / "case.safetensors"));
+
+  std::map<std::string, Tensor> tensors;
+  for (const auto& o : outcome.outputs) {
+    tensors.emplace(o.path + ".output", float_tensor(o.output, {c.num_tokens(), c.q_heads(), c.v_head_dim()}));
+    if (!o.lse.empty()) tensors.emplace(o.path + ".lse", float_tensor(o.lse, {c.num_tokens(), c.q_heads()}));
+  }
+  if (!tensors.empty())
+    PC_TRY(write_safetensors(dir / "outputs.safetensors", tensors,
+                             {{"case", c.name}, {"command", invocation.command_line}}));
+
+  RunReport one;
+  one.tool_version = run.tool_version;
+  one.command_line = run.command_line;
+  one.device = run.device;
+  one.cases.push_back(outcome.report);
+  PC_TRY(write_json((dir / "report.json").string(), one));
+
+  std::string paths_arg;
+  for (const auto& p : paths) paths_arg += (paths_arg.empty() ? "" : ",") + p;
+  std::vector<std::string> args = {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay",
+                                   fs::absolute(dir / "case.safetensors").lexically_normal().string(), "--paths",
+                                   paths_arg};
+  if (exec.atol) args.insert(args.end(), {"--atol", fmt::format("{}", *exec.atol)});
+  if (exec.rtol) args.insert(args.end(), {"--rtol", fmt::format("{}", *exec.rtol)});
+  if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
+  if (!exec.tuning_file.empty())
+    args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
+  if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
+  if (exec.require_gpu) args.emplace_back("--require-gpu");
+  if (exec.no_checks) args.emplace_back("--no-checks");
+  std::string command;
+  for (const auto& a : args) command += (command.empty() ? "" : " ") + shell_quote(a);
+
+  {
+    std::ofstream f(dir / "command.txt");
+    f << command << "\n";
+    if (!f) return runtime_error("cannot write command.txt", dir.string());
+  }
+  {
+    std::ofstream f(dir / "replay.sh");
+    f << "#!/bin/sh\n# Replays failing case " << c.name << " (written by: " << invocation.command_line << ")\n"
+      << "exec " << command << " \"$@\"\n";
+    if (!f) return runtime_error("cannot write replay.sh", dir.string());
+  }
+  fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add, ec);
+  return dir;
+}
+
+}  // namespace
+
+int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
+              const Invocation& invocation) {
+  // Everything that can be wrong with the options is checked before the
+  // first case runs.
+  std::vector<std::string> default_paths = known_path_names();
+  if (!exec.compare_reference) default_paths.erase(default_paths.begin());  // bench: GPU paths only
+  auto paths = resolve_paths(exec.paths, default_paths);
+  if (!paths.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", paths.error().describe());
+    return exit_code_for(paths.error().code);
+  }
+  RunOptions run_options;
+  run_options.device = exec.device;
+  run_options.hot = exec.hot;
+  run_options.measure = !exec.no_timing;
+  run_options.warmup = exec.warmup;
+  run_options.repeats = exec.repeats;
+  run_options.checks = !exec.no_checks;
+  run_options.tuning_file = exec.tuning_file;
+  if (!exec.plan.empty()) {
+    auto plan = parse_plan(exec.plan);
+    if (!plan.ok()) {
+      fmt::print(stderr, "pagecheck: --plan: {}\n", plan.error().describe());
+      return exit_code::kUsage;
+    }
+    run_options.plan = *plan;
+  }
+  if (!exec.tuning_file.empty()) {
+    auto tuning = read_tuning_file(exec.tuning_file);
+    if (!tuning.ok()) {
+      fmt::print(stderr, "pagecheck: --tuning {}: {}\n", exec.tuning_file, tuning.error().describe());
+      return exit_code_for(tuning.error().code);
+    }
+  }
+
+  PathRegistry registry;
+  GpuSetup gpu;
+  const bool wants_gpu = std::any_of(paths->begin(), paths->end(), [](const auto& p) { return p != "reference"; });
+  if (wants_gpu || exec.require_gpu) {
+    auto setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
+    if (!setup.ok()) {
+      fmt::print(stderr, "pagecheck: {}\n", setup.error().describe());
+      return exit_code_for(setup.error().code);
+    }
+    gpu = std::move(*setup);
+  }
+
+  const bool color = stdout_wants_color(out.no_color);
+  RunReport report;
+  report.tool_version = PAGECHECK_VERSION;
+  report.command_line = invocation.command_line;
+  report.device = gpu.device;
+  if (!out.quiet) {
+    if (gpu.device) print_device(stdout, *gpu.device);
+    else if (wants_gpu) fmt::print(stdout, "GPU paths skipped: {}\n", gpu.unavailable);
+    std::fflush(stdout);
+  }
+
+  Progress progress(!out.quiet && stderr_is_terminal());
+  std::set<std::string> bundle_names;
+  int bundle_code = exit_code::kPass;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    const CaseSource& source = sources[i];
+    progress.update(i, sources.size(), source.label, "loading");
+    Expected<Case> loaded = runtime_error("not loaded");
+    try {
+      loaded = source.load();
+    } catch (const std::exception& e) {
+      loaded = runtime_error(fmt::format("loading failed: {}", e.what()), source.label);
+    }
+    if (!loaded.ok()) {
+      progress.clear();
+      CaseReport bad;
+      bad.name = source.label;
+      bad.errors.push_back(loaded.error().describe());
+      fmt::print(stderr, "pagecheck: {}: {}\n", source.label, loaded.error().describe());
+      if (!out.quiet) print_case(stdout, bad, report.device, color);
+      std::fflush(stdout);
+      report.cases.push_back(std::move(bad));
+      continue;
+    }
+    const Case& c = *loaded;
+    CaseOutcome outcome = evaluate_case(c, *paths, registry, gpu, exec, run_options, !out.save_failing.empty(),
+                                        progress, i, sources.size());
+    progress.clear();
+    if (!outcome.report.errors.empty())
+      fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label, outcome.report.errors.front());
+    if (!out.quiet) print_case(stdout, outcome.report, report.device, color);
+
+    if (outcome.failing && !out.save_failing.empty()) {
+      std::string dir_name = safe_dir_name(c.name);
+      for (int n = 2; bundle_names.count(dir_name); ++n) dir_name = safe_dir_name(c.name) + "-" + std::to_string(n);
+      bundle_names.insert(dir_name);
+      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, *paths, exec, invocation, report);
+      if (saved.ok()) {
+        if (!out.quiet) fmt::print(stdout, "  saved failing case to {}\n", saved->string());
+      } else {
+        fmt::print(stderr, "pagecheck: --save-failing: {}\n", saved.error().describe());
+        bundle_code = exit_code::kRuntime;
+      }
+    }
+    std::fflush(stdout);
+    report.cases.push_back(std::move(outcome.report));
+  }
+  progress.clear();
+  print_summary(stdout, report);
+  std::fflush(stdout);
+
+  int code = std::max(report_exit_code(report), bundle_code);
+  const auto write = [&](const std::string& path, Status (*writer)(const std::string&, const RunReport&)) {
+    if (path.empty()) return;
+    const Status s = writer(path, report);
+    if (!s.ok()) {
+      fmt::print(stderr, "pagecheck: {}\n", s.error().describe());
+      code = std::max(code, exit_code::kRuntime);
+    }
+  };
+  write(out.json, write_json);
+  write(out.csv, write_csv);
+  write(out.junit, write_junit);
+  return code;
+}
+
+}  // namespace pagecheck::app

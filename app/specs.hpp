@@ -1,0 +1,27 @@
+// From command-line case options to synthetic specs, and a case's one-line
+// geometry for the report.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "pagecheck/case.hpp"
+#include "pagecheck/status.hpp"
+#include "pagecheck/synthetic.hpp"
+
+namespace pagecheck::app {
+
+// No preset and no geometry flag: the default suite. Presets: one spec each,
+// with any geometry flags applied on top. Geometry flags alone: one spec.
+// Errors are usage errors naming the option.
+Expected<std::vector<SyntheticSpec>> build_specs(const CaseOptions& options);
+
+// "4 seqs, 32/8 heads, d128, bs16, q BF16, kv BF16, NHD, dense, decode, ctx 1..4096"
+std::string describe_geometry(const Case& c);
+
+// The benchmark shapes of the GPU issues (32 q heads, 8 kv heads, d128, BF16,
+// block 16, shuffled pages). `which`: decode, prefill or all.
+std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t seed);
+
+}  // namespace pagecheck::app
