@@ -64,6 +64,9 @@ std::vector<std::byte> read_all(const fs::path& path) {
   return out;
 }
 
+// "{inner}": a JSON object from its entries.
+std::string braced(const std::string& inner) { return fmt::format("{{{}}}", inner); }
+
 // Writes `bytes` to a temp file, reads it, requires an InvalidInput error
 // and returns its message.
 std::string read_error(const std::vector<std::byte>& bytes) {
@@ -193,7 +196,7 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
     CHECK(read_error(make_file("\"text\"")).find("must be a JSON object") != std::string::npos);
   }
   SUBCASE("duplicate names") {
-    const auto msg = read_error(make_file("{" + ok_entry + "," + ok_entry + "}", 8));
+    const auto msg = read_error(make_file(braced(ok_entry + "," + ok_entry), 8));
     CHECK(msg.find("duplicate tensor name 'a'") != std::string::npos);
     const auto field =
         read_error(make_file(R"({"a":{"dtype":"F32","dtype":"F16","shape":[2],"data_offsets":[0,8]}})", 8));
@@ -202,7 +205,7 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
     CHECK(meta.find("duplicate metadata key 'k'") != std::string::npos);
   }
   SUBCASE("unknown dtype") {
-    const auto msg = read_error(make_file("{" + tensor_entry("w", "I16", "[2]", 0, 4) + "}", 4));
+    const auto msg = read_error(make_file(braced(tensor_entry("w", "I16", "[2]", 0, 4)), 4));
     CHECK(msg.find("tensor 'w' has an unknown dtype 'I16'") != std::string::npos);
     CHECK(read_error(make_file(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,4]}})", 4)).find("dtype of tensor 'w'") !=
           std::string::npos);
@@ -210,7 +213,7 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
   SUBCASE("shape not a list of non-negative integers") {
     for (const char* shape : {"3", "[-1]", "[2.5]", "[\"2\"]", "[[2]]", "null"}) {
       INFO("shape ", shape);
-      const auto msg = read_error(make_file("{" + tensor_entry("s", "F32", shape, 0, 8) + "}", 8));
+      const auto msg = read_error(make_file(braced(tensor_entry("s", "F32", shape, 0, 8)), 8));
       CHECK(msg.find("shape of tensor 's' must be a list of non-negative integers") != std::string::npos);
     }
   }
@@ -221,34 +224,34 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
       CHECK(read_error(make_file(header, 8)).find("data_offsets of tensor 'd' must be two non-negative integers") !=
             std::string::npos);
     }
-    CHECK(read_error(make_file("{" + tensor_entry("d", "F32", "[0]", 8, 4) + "}", 8)).find("reversed: begin 8 > end 4") !=
+    CHECK(read_error(make_file(braced(tensor_entry("d", "F32", "[0]", 8, 4)), 8)).find("reversed: begin 8 > end 4") !=
           std::string::npos);
-    CHECK(read_error(make_file("{" + tensor_entry("d", "F32", "[2]", 0, 8) + "}", 4))
+    CHECK(read_error(make_file(braced(tensor_entry("d", "F32", "[2]", 0, 8)), 4))
               .find("run past the end of the data section (4 bytes)") != std::string::npos);
   }
   SUBCASE("byte range differs from dtype size x shape") {
-    const auto msg = read_error(make_file("{" + tensor_entry("m", "F32", "[3]", 0, 8) + "}", 8));
+    const auto msg = read_error(make_file(braced(tensor_entry("m", "F32", "[3]", 0, 8)), 8));
     CHECK(msg.find("tensor 'm' spans 8 bytes") != std::string::npos);
     CHECK(msg.find("needs 12 bytes") != std::string::npos);
   }
   SUBCASE("shape product overflows") {
     // 2^62 * 8 elements, or 2^61 F32 elements (x 4 bytes = 2^63, x 8 overflows).
-    const auto msg = read_error(make_file("{" + tensor_entry("o", "F32", "[4611686018427387904, 8]", 0, 8) + "}", 8));
+    const auto msg = read_error(make_file(braced(tensor_entry("o", "F32", "[4611686018427387904, 8]", 0, 8)), 8));
     CHECK(msg.find("byte size of tensor 'o'") != std::string::npos);
     CHECK(msg.find("overflows") != std::string::npos);
-    const auto msg2 = read_error(make_file("{" + tensor_entry("o", "F64", "[2305843009213693952]", 0, 8) + "}", 8));
+    const auto msg2 = read_error(make_file(braced(tensor_entry("o", "F64", "[2305843009213693952]", 0, 8)), 8));
     CHECK(msg2.find("overflows") != std::string::npos);
   }
   SUBCASE("ranges: gap, overlap, not from 0, trailing bytes") {
     const auto gap = read_error(
-        make_file("{" + tensor_entry("a", "F32", "[1]", 0, 4) + "," + tensor_entry("b", "F32", "[1]", 8, 12) + "}", 12));
+        make_file(braced(tensor_entry("a", "F32", "[1]", 0, 4) + "," + tensor_entry("b", "F32", "[1]", 8, 12)), 12));
     CHECK(gap.find("gap of 4 bytes between tensor 'a'") != std::string::npos);
     const auto overlap = read_error(
-        make_file("{" + tensor_entry("a", "F32", "[2]", 0, 8) + "," + tensor_entry("b", "F32", "[1]", 4, 8) + "}", 8));
+        make_file(braced(tensor_entry("a", "F32", "[2]", 0, 8) + "," + tensor_entry("b", "F32", "[1]", 4, 8)), 8));
     CHECK(overlap.find("overlaps") != std::string::npos);
-    const auto start = read_error(make_file("{" + tensor_entry("a", "F32", "[1]", 4, 8) + "}", 8));
+    const auto start = read_error(make_file(braced(tensor_entry("a", "F32", "[1]", 4, 8)), 8));
     CHECK(start.find("starts with 4 bytes that no tensor covers") != std::string::npos);
-    const auto trailing = read_error(make_file("{" + tensor_entry("a", "F32", "[1]", 0, 4) + "}", 9));
+    const auto trailing = read_error(make_file(braced(tensor_entry("a", "F32", "[1]", 0, 4)), 9));
     CHECK(trailing.find("5 trailing bytes") != std::string::npos);
     const auto none = read_error(make_file("{}", 3));
     CHECK(none.find("lists no tensors but the data section holds 3 bytes") != std::string::npos);
@@ -264,7 +267,7 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
     CHECK(read_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8))
               .find("tensor 'a' has an unknown field 'x'") != std::string::npos);
     CHECK(read_error(make_file(R"({"a":[1]})")).find("entry of tensor 'a' must be an object") != std::string::npos);
-    CHECK(read_error(make_file("{" + tensor_entry("", "F32", "[2]", 0, 8) + "}", 8)).find("empty name") !=
+    CHECK(read_error(make_file(braced(tensor_entry("", "F32", "[2]", 0, 8)), 8)).find("empty name") !=
           std::string::npos);
   }
 }
