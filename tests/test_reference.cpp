@@ -1,2 +1,396 @@
+// The Eigen reference: hand-checked small cases, a scalar re-derivation over
+// generated cases, thread independence, and the recorded cases in data/ whose
+// outputs came from PyTorch float64 (scripts/make_reference_cases.py).
 #include <doctest/doctest.h>
-// Filled in by the reference area.
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "pagecheck/case_file.hpp"
+#include "pagecheck/metrics.hpp"
+#include "pagecheck/reference.hpp"
+#include "pagecheck/synthetic.hpp"
+
+using namespace pagecheck;
+
+namespace {
+
+using KvFill = std::function<double(std::int64_t seq, std::int64_t token, std::int64_t head, std::int64_t dim)>;
+using QueryFill = std::function<double(std::int64_t token, std::int64_t head, std::int64_t dim)>;
+
+// A small F32 case written by hand: pages handed out in reverse order with
+// one extra page of NaN, so the table is exercised and stray reads show.
+struct Tiny {
+  std::vector<std::int32_t> seq_lens{1};
+  std::vector<std::int32_t> q_lens{1};
+  std::int64_t q_heads = 1, kv_heads = 1, dk = 4, dv = 4, block_size = 2;
+  KvLayout layout = KvLayout::NHD;
+  bool causal = true;
+  std::int64_t window = 0;
+  double softcap = 0;
+  std::optional<double> scale;
+  KvFill key = [](auto, auto, auto, auto d) { return d == 0 ? 1.0 : 0.0; };
+  KvFill value = [](auto, auto j, auto, auto d) { return static_cast<double>(j * 10 + d); };
+  QueryFill query = [](auto, auto, auto d) { return d == 0 ? 1.0 : 0.0; };
+};
+
+Case build(const Tiny& t) {
+  Case c;
+  c.name = "tiny";
+  c.params.layout = t.layout;
+  c.params.causal = t.causal;
+  c.params.sliding_window = t.window;
+  c.params.softcap = t.softcap;
+  c.params.scale = t.scale;
+  const auto num_seqs = static_cast<std::int64_t>(t.seq_lens.size());
+  std::int64_t pages = 0;
+  for (auto len : t.seq_lens) pages += (len + t.block_size - 1) / t.block_size;
+  const std::int64_t num_blocks = pages + 1;  // the last physical page is never referenced
+  c.table.form = TableForm::Csr;
+  c.table.page_indptr = {0};
+  std::int64_t next = pages - 1;  // reverse order
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    for (std::int64_t p = 0; p < (t.seq_lens[s] + t.block_size - 1) / t.block_size; ++p)
+      c.table.page_indices.push_back(static_cast<std::int32_t>(next--));
+    c.table.page_indptr.push_back(static_cast<std::int64_t>(c.table.page_indices.size()));
+  }
+  c.seq_lens = t.seq_lens;
+  c.query_start_loc = {0};
+  for (auto q : t.q_lens) c.query_start_loc.push_back(c.query_start_loc.back() + q);
+  const std::int64_t tokens = c.query_start_loc.back();
+  auto shape = [&](std::int64_t dim) {
+    return t.layout == KvLayout::NHD ? std::vector<std::int64_t>{num_blocks, t.block_size, t.kv_heads, dim}
+                                     : std::vector<std::int64_t>{num_blocks, t.kv_heads, t.block_size, dim};
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> k(static_cast<std::size_t>(num_blocks * t.block_size * t.kv_heads * t.dk), nan);
+  std::vector<double> v(static_cast<std::size_t>(num_blocks * t.block_size * t.kv_heads * t.dv), nan);
+  const auto ks = cache_strides(t.layout, t.block_size, t.kv_heads, t.dk);
+  const auto vs = cache_strides(t.layout, t.block_size, t.kv_heads, t.dv);
+  for (std::int64_t s = 0; s < num_seqs; ++s)
+    for (std::int64_t j = 0; j < t.seq_lens[s]; ++j) {
+      const std::int64_t page = c.table.page_indices[c.table.page_indptr[s] + j / t.block_size];
+      const std::int64_t slot = j % t.block_size;
+      for (std::int64_t h = 0; h < t.kv_heads; ++h) {
+        for (std::int64_t d = 0; d < t.dk; ++d) k[page * ks.block + slot * ks.slot + h * ks.head + d] = t.key(s, j, h, d);
+        for (std::int64_t d = 0; d < t.dv; ++d) v[page * vs.block + slot * vs.slot + h * vs.head + d] = t.value(s, j, h, d);
+      }
+    }
+  c.key_cache = Tensor::from_doubles(DType::F32, shape(t.dk), k);
+  c.value_cache = Tensor::from_doubles(DType::F32, shape(t.dv), v);
+  std::vector<double> q(static_cast<std::size_t>(tokens * t.q_heads * t.dk));
+  for (std::int64_t i = 0; i < tokens; ++i)
+    for (std::int64_t h = 0; h < t.q_heads; ++h)
+      for (std::int64_t d = 0; d < t.dk; ++d) q[(i * t.q_heads + h) * t.dk + d] = t.query(i, h, d);
+  c.query = Tensor::from_doubles(DType::F32, {tokens, t.q_heads, t.dk}, q);
+  return c;
+}
+
+double out_at(const Case& c, const ReferenceResult& r, std::int64_t token, std::int64_t head, std::int64_t d) {
+  return r.output[(token * c.q_heads() + head) * c.v_head_dim() + d];
+}
+double lse_at(const Case& c, const ReferenceResult& r, std::int64_t token, std::int64_t head) {
+  return r.lse[token * c.q_heads() + head];
+}
+
+// The attention written as scalar loops over the math, element by element,
+// reading through Tensor::at and the shared view: a second derivation to
+// hold the Eigen version against.
+ReferenceResult scalar_attention(const Case& c) {
+  const PagedKvView kv = c.host_view();
+  const std::int64_t hq = c.q_heads(), dk = c.head_dim(), dv = c.v_head_dim(), group = hq / c.kv_heads();
+  ReferenceResult r;
+  r.output.assign(static_cast<std::size_t>(c.num_tokens() * hq * dv), 0.0);
+  r.lse.assign(static_cast<std::size_t>(c.num_tokens() * hq), 0.0);
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+    const std::int64_t len = c.seq_lens[s], n = c.q_len(s);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t token = c.query_start_loc[s] + i, pos = len - n + i;
+      for (std::int64_t h = 0; h < hq; ++h) {
+        std::vector<double> logit(len, -std::numeric_limits<double>::infinity());
+        double top = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < len; ++j) {
+          if (!key_visible(j, pos, c.params.causal, c.params.sliding_window)) continue;
+          double dot = 0;
+          const std::int64_t base = kv.key_offset(s, j, h / group);
+          for (std::int64_t d = 0; d < dk; ++d)
+            dot += c.query.at((token * hq + h) * dk + d) * c.key_cache.at(base + d) * c.params.k_scale;
+          double x = dot * c.scale();
+          if (c.params.softcap > 0) x = c.params.softcap * std::tanh(x / c.params.softcap);
+          logit[j] = x;
+          top = std::max(top, x);
+        }
+        double sum = 0;
+        for (std::int64_t j = 0; j < len; ++j) sum += std::exp(logit[j] - top);
+        for (std::int64_t j = 0; j < len; ++j) {
+          const double p = std::exp(logit[j] - top) / sum;
+          if (p == 0) continue;
+          const std::int64_t base = kv.value_offset(s, j, h / group);
+          for (std::int64_t d = 0; d < dv; ++d)
+            r.output[(token * hq + h) * dv + d] += p * c.value_cache.at(base + d) * c.params.v_scale;
+        }
+        r.lse[token * hq + h] = top + std::log(sum);
+      }
+    }
+  }
+  return r;
+}
+
+double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+}  // namespace
+
+TEST_CASE("a single key gives output = v and lse = its logit") {
+  Tiny t;
+  t.query = [](auto, auto, auto d) { return 0.5 * (d + 1); };
+  t.key = [](auto, auto, auto, auto d) { return 1.0 - 0.25 * d; };
+  const Case c = build(t);
+  auto r = reference_attention(c, 1);
+  REQUIRE(r.ok());
+  // q . k = 0.5*1 + 1.0*0.75 + 1.5*0.5 + 2.0*0.25 = 2.5; scale 1/2.
+  CHECK(lse_at(c, *r, 0, 0) == doctest::Approx(1.25));
+  for (int d = 0; d < 4; ++d) CHECK(out_at(c, *r, 0, 0, d) == doctest::Approx(d));
+}
+
+TEST_CASE("equal keys give the mean of V and lse = logit + log(n)") {
+  Tiny t;
+  t.seq_lens = {5};
+  const Case c = build(t);
+  auto r = reference_attention(c);
+  REQUIRE(r.ok());
+  // Values j*10 + d for j = 0..4: mean 20 + d. Logit = 1 * 1 / sqrt(4) = 0.5.
+  for (int d = 0; d < 4; ++d) CHECK(out_at(c, *r, 0, 0, d) == doctest::Approx(20 + d));
+  CHECK(lse_at(c, *r, 0, 0) == doctest::Approx(0.5 + std::log(5.0)));
+}
+
+TEST_CASE("causal prefill: token i averages keys 0..i (bottom-right aligned)") {
+  Tiny t;
+  t.seq_lens = {6};
+  t.q_lens = {4};  // positions 2, 3, 4, 5
+  const Case c = build(t);
+  auto r = reference_attention(c);
+  REQUIRE(r.ok());
+  for (int i = 0; i < 4; ++i) {
+    const int pos = 2 + i;
+    CHECK(out_at(c, *r, i, 0, 0) == doctest::Approx(10.0 * pos / 2.0));  // mean of 0, 10, ..., 10*pos
+    CHECK(lse_at(c, *r, i, 0) == doctest::Approx(0.5 + std::log(pos + 1.0)));
+  }
+}
+
+TEST_CASE("sliding window: token at p sees keys p-W+1..p") {
+  for (std::int64_t window : {1, 2, 3}) {
+    Tiny t;
+    t.seq_lens = {7};
+    t.q_lens = {7};
+    t.window = window;
+    const Case c = build(t);
+    auto r = reference_attention(c);
+    REQUIRE(r.ok());
+    for (int p = 0; p < 7; ++p) {
+      const int first = std::max<int>(0, p - static_cast<int>(window) + 1);
+      CAPTURE(window);
+      CAPTURE(p);
+      CHECK(out_at(c, *r, p, 0, 1) == doctest::Approx(10.0 * (first + p) / 2.0 + 1));
+    }
+  }
+}
+
+TEST_CASE("non-causal: every key visible; with a window, keys after the position too") {
+  Tiny t;
+  t.seq_lens = {6};
+  t.q_lens = {2};  // positions 4 and 5
+  t.causal = false;
+  {
+    const Case c = build(t);
+    auto r = reference_attention(c);
+    REQUIRE(r.ok());
+    CHECK(out_at(c, *r, 0, 0, 0) == doctest::Approx(25.0));  // mean of 0..50
+  }
+  t.window = 2;  // keys j > p - 2: position 4 sees 3, 4, 5
+  {
+    const Case c = build(t);
+    auto r = reference_attention(c);
+    REQUIRE(r.ok());
+    CHECK(out_at(c, *r, 0, 0, 0) == doctest::Approx(40.0));
+    CHECK(out_at(c, *r, 1, 0, 0) == doctest::Approx(45.0));  // position 5 sees 4, 5
+  }
+}
+
+TEST_CASE("softcap: lse of one key is softcap * tanh(logit / softcap)") {
+  Tiny t;
+  t.query = [](auto, auto, auto d) { return d == 0 ? 40.0 : 0.0; };
+  t.key = [](auto, auto, auto, auto d) { return d == 0 ? 3.0 : 0.0; };
+  t.softcap = 20;
+  const Case c = build(t);
+  auto r = reference_attention(c);
+  REQUIRE(r.ok());
+  CHECK(lse_at(c, *r, 0, 0) == doctest::Approx(20 * std::tanh(60.0 / 20.0)));
+}
+
+TEST_CASE("large logits need the maximum subtracted and stay finite") {
+  Tiny t;
+  t.seq_lens = {3};
+  t.query = [](auto, auto, auto d) { return d == 0 ? 1000.0 : 0.0; };
+  t.key = [](auto, auto j, auto, auto d) { return d == 0 ? 1.0 + j : 0.0; };  // logits 500, 1000, 1500
+  const Case c = build(t);
+  auto r = reference_attention(c);
+  REQUIRE(r.ok());
+  CHECK(std::isfinite(lse_at(c, *r, 0, 0)));
+  CHECK(lse_at(c, *r, 0, 0) == doctest::Approx(1500.0));
+  CHECK(out_at(c, *r, 0, 0, 0) == doctest::Approx(20.0));  // all weight on key 2
+}
+
+TEST_CASE("GQA: query head h reads KV head h / (q_heads / kv_heads)") {
+  Tiny t;
+  t.seq_lens = {3};
+  t.q_heads = 6;
+  t.kv_heads = 3;
+  t.value = [](auto, auto, auto h, auto) { return 1.0 + static_cast<double>(h); };
+  const Case c = build(t);
+  auto r = reference_attention(c);
+  REQUIRE(r.ok());
+  for (int h = 0; h < 6; ++h) CHECK(out_at(c, *r, 0, h, 2) == doctest::Approx(1.0 + h / 2));
+}
+
+TEST_CASE("HND and NHD give the same answer; scales multiply stored values") {
+  Tiny t;
+  t.seq_lens = {5, 3};
+  t.q_lens = {2, 1};
+  t.q_heads = 4;
+  t.kv_heads = 2;
+  t.key = [](auto s, auto j, auto h, auto d) { return std::sin(1.0 + s + 0.3 * j + 0.7 * h + 0.11 * d); };
+  t.value = [](auto s, auto j, auto h, auto d) { return std::cos(2.0 + s + 0.5 * j - 0.2 * h + 0.13 * d); };
+  t.query = [](auto i, auto h, auto d) { return std::sin(0.4 * i + 0.9 * h + 0.17 * d); };
+  const Case nhd = build(t);
+  t.layout = KvLayout::HND;
+  Case hnd = build(t);
+  auto a = reference_attention(nhd);
+  auto b = reference_attention(hnd);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->output == b->output);
+  CHECK(a->lse == b->lse);
+  // Stored x means x * scale: halving the stored values with scale 2 changes nothing.
+  hnd.params.v_scale = 2.0;
+  std::vector<double> half(static_cast<std::size_t>(hnd.value_cache.numel()));
+  for (std::size_t i = 0; i < half.size(); ++i) half[i] = hnd.value_cache.at(i) / 2;
+  hnd.value_cache = Tensor::from_doubles(DType::F32, hnd.value_cache.shape, half);
+  auto scaled = reference_attention(hnd);
+  REQUIRE(scaled.ok());
+  CHECK(rel_l2(scaled->output, a->output) < 1e-15);
+}
+
+TEST_CASE("matches a scalar derivation on generated cases, never reads poisoned slots") {
+  for (const auto& spec : default_suite()) {
+    auto c = generate_case(spec);
+    REQUIRE(c.ok());
+    // Keep the scalar loops quick: skip the large ones.
+    double work = 0;
+    for (std::int64_t s = 0; s < c->num_seqs(); ++s)
+      work += static_cast<double>(c->q_len(s)) * c->seq_lens[s] * c->q_heads() * (c->head_dim() + c->v_head_dim());
+    if (work > 5e7) continue;
+    CAPTURE(spec.name);
+    auto eigen = reference_attention(*c, 2);
+    REQUIRE(eigen.ok());
+    const auto scalar = scalar_attention(*c);
+    CHECK(std::all_of(eigen->output.begin(), eigen->output.end(), [](double x) { return std::isfinite(x); }));
+    CHECK(std::all_of(eigen->lse.begin(), eigen->lse.end(), [](double x) { return std::isfinite(x); }));
+    CHECK(rel_l2(eigen->output, scalar.output) < 1e-12);
+    CHECK(rel_l2(eigen->lse, scalar.lse) < 1e-12);
+  }
+}
+
+TEST_CASE("the answer does not depend on the number of threads") {
+  SyntheticSpec spec;
+  spec.seed = 77;
+  spec.num_seqs = 5;
+  spec.seq_len_dist = LengthDist::Uniform;
+  spec.seq_len_min = 1;
+  spec.seq_len_max = 300;
+  spec.query_mode = QueryMode::Mixed;
+  spec.q_len_dist = LengthDist::Uniform;
+  spec.q_len_min = 1;
+  spec.q_len_max = 150;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  auto one = reference_attention(*c, 1);
+  auto three = reference_attention(*c, 3);
+  REQUIRE(one.ok());
+  REQUIRE(three.ok());
+  CHECK(one->output == three->output);
+  CHECK(one->lse == three->lse);
+}
+
+TEST_CASE("a table entry outside the cache is an error, not a crash") {
+  Tiny t;
+  t.seq_lens = {3};
+  Case c = build(t);
+  c.table.page_indices[1] = 99;
+  auto r = reference_attention(c);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message.find("99") != std::string::npos);
+  c.table.page_indices[1] = -1;
+  CHECK_FALSE(reference_attention(c).ok());
+}
+
+TEST_CASE("the reference path") {
+  auto path = make_reference_path();
+  CHECK(path->name() == "reference");
+  CHECK_FALSE(path->needs_gpu());
+  Tiny t;
+  t.seq_lens = {4, 2};
+  t.q_lens = {2, 1};
+  t.q_heads = 2;
+  const Case c = build(t);
+  CHECK(path->applies(c).applies);
+  auto run = path->run(c, RunOptions{});
+  REQUIRE(run.ok());
+  CHECK(run->output.size() == static_cast<std::size_t>(3 * 2 * 4));
+  CHECK(run->lse.size() == static_cast<std::size_t>(3 * 2));
+  auto direct = reference_attention(c);
+  REQUIRE(direct.ok());
+  CHECK(run->output[5] == static_cast<float>(direct->output[5]));
+}
+
+TEST_CASE("recorded cases from PyTorch float64 replay at float32 rounding level") {
+  const std::filesystem::path dir = PAGECHECK_DATA_DIR;
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    ++files;
+    CAPTURE(entry.path().filename().string());
+    auto c = load_case_file(entry.path());
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? "" : c.error().describe()));
+    REQUIRE(c->recorded_output.has_value());
+    REQUIRE(c->recorded_lse.has_value());
+    auto r = reference_attention(*c);
+    REQUIRE(r.ok());
+    std::vector<double> recorded(static_cast<std::size_t>(c->recorded_output->numel()));
+    for (std::size_t i = 0; i < recorded.size(); ++i) recorded[i] = c->recorded_output->at(i);
+    REQUIRE(recorded.size() == r->output.size());
+    CHECK(rel_l2(r->output, recorded) < 1e-5);
+    double worst_lse = 0;
+    for (std::size_t i = 0; i < r->lse.size(); ++i) {
+      const double rec = c->recorded_lse->at(i);
+      worst_lse = std::max(worst_lse, std::fabs(r->lse[i] - rec) / std::max(1.0, std::fabs(rec)));
+    }
+    CHECK(worst_lse < 1e-6);
+    // The same through compare(): no element outside float32-level tolerance.
+    std::vector<float> out(r->output.begin(), r->output.end());
+    const auto stats = compare(*c, out, recorded, c->v_head_dim(), {1e-6, 1e-5});
+    CHECK(stats.mismatches == 0);
+  }
+  CHECK(files >= 15);
+}

@@ -1,2 +1,470 @@
+// The generator: reproducible bytes, the page pool, shared pages, poison,
+// query lengths, table forms, metadata, presets and the default suite.
 #include <doctest/doctest.h>
-// Filled in by the synthetic area.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "pagecheck/synthetic.hpp"
+#include "pagecheck/validate.hpp"
+
+using namespace pagecheck;
+
+namespace {
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype == b.dtype && a.shape == b.shape && a.nbytes == b.nbytes &&
+         std::memcmp(a.data, b.data, a.nbytes) == 0;
+}
+
+bool same_case(const Case& a, const Case& b) {
+  return same_bytes(a.query, b.query) && same_bytes(a.key_cache, b.key_cache) &&
+         same_bytes(a.value_cache, b.value_cache) && a.table.page_indices == b.table.page_indices &&
+         a.table.page_indptr == b.table.page_indptr && a.seq_lens == b.seq_lens &&
+         a.query_start_loc == b.query_start_loc && a.params.extra_metadata == b.params.extra_metadata;
+}
+
+// Physical pages each sequence uses (the first ceil(seq_len / block_size) entries).
+std::vector<std::vector<std::int32_t>> used_pages(const Case& c) {
+  std::vector<std::vector<std::int32_t>> rows(c.num_seqs());
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+    const std::int64_t pages = (c.seq_lens[s] + c.block_size() - 1) / c.block_size();
+    for (std::int64_t p = 0; p < pages; ++p) rows[s].push_back(c.table.page_indices[c.table.page_indptr[s] + p]);
+  }
+  return rows;
+}
+
+SyntheticSpec small_spec() {
+  SyntheticSpec s;
+  s.name = "small";
+  s.seed = 5;
+  s.num_seqs = 6;
+  s.q_heads = 4;
+  s.kv_heads = 2;
+  s.head_dim = 16;
+  s.block_size = 8;
+  s.seq_len_dist = LengthDist::Uniform;
+  s.seq_len_min = 1;
+  s.seq_len_max = 70;
+  s.query_mode = QueryMode::Mixed;
+  s.q_len_dist = LengthDist::Uniform;
+  s.q_len_min = 1;
+  s.q_len_max = 20;
+  return s;
+}
+
+std::string describe(const SyntheticSpec& s) {
+  return fmt::format("{} seed {} kv {} q {} layout {} bs {}", s.name, s.seed, dtype_name(s.kv_dtype),
+                     dtype_name(s.query_dtype), s.layout == KvLayout::NHD ? "NHD" : "HND", s.block_size);
+}
+
+}  // namespace
+
+TEST_CASE("the same spec gives the same bytes; another seed gives others") {
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    auto spec = small_spec();
+    spec.kv_dtype = kv;
+    spec.profile = ValueProfile::LlmLike;
+    CAPTURE(describe(spec));
+    auto a = generate_case(spec);
+    auto b = generate_case(spec);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(same_case(*a, *b));
+    spec.seed += 1;
+    auto other = generate_case(spec);
+    REQUIRE(other.ok());
+    CHECK_FALSE(same_bytes(a->query, other->query));
+    CHECK_FALSE(same_case(*a, *other));
+  }
+}
+
+TEST_CASE("the pool holds at least pool_factor times the pages needed, shuffled") {
+  for (std::int64_t factor : {3, 5}) {
+    auto spec = small_spec();
+    spec.pool_factor = factor;
+    spec.share_pages = false;
+    auto c = generate_case(spec);
+    REQUIRE(c.ok());
+    std::set<std::int32_t> pages;
+    std::vector<std::int32_t> in_order;
+    for (const auto& row : used_pages(*c))
+      for (auto p : row) {
+        pages.insert(p);
+        in_order.push_back(p);
+      }
+    CHECK(c->num_blocks() >= factor * static_cast<std::int64_t>(pages.size()));
+    CHECK_FALSE(std::is_sorted(in_order.begin(), in_order.end()));  // not handed out in order
+  }
+  auto spec = small_spec();
+  spec.pool_factor = 2;
+  auto refused = generate_case(spec);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message.find("pool_factor") != std::string::npos);
+}
+
+TEST_CASE("share_pages: some pages are used by two sequences, never twice by one") {
+  auto spec = small_spec();
+  spec.seq_len_min = 20;  // every sequence has full pages to share
+  spec.share_pages = true;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  std::map<std::int32_t, int> users;
+  for (const auto& row : used_pages(*c)) {
+    std::set<std::int32_t> own(row.begin(), row.end());
+    CHECK(own.size() == row.size());
+    for (auto p : own) ++users[p];
+  }
+  CHECK(std::any_of(users.begin(), users.end(), [](auto& kv) { return kv.second > 1; }));
+
+  spec.share_pages = false;
+  auto unshared = generate_case(spec);
+  REQUIRE(unshared.ok());
+  users.clear();
+  for (const auto& row : used_pages(*unshared))
+    for (auto p : row) ++users[p];
+  CHECK(std::all_of(users.begin(), users.end(), [](auto& kv) { return kv.second == 1; }));
+}
+
+TEST_CASE("poison: NaN exactly where no sequence reads; finite everywhere it does") {
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    for (KvLayout layout : {KvLayout::NHD, KvLayout::HND}) {
+      auto spec = small_spec();
+      spec.kv_dtype = kv;
+      spec.layout = layout;
+      spec.v_head_dim = 8;
+      spec.k_scale = is_fp8(kv) ? 0.05 : 1.0;
+      CAPTURE(describe(spec));
+      auto c = generate_case(spec);
+      REQUIRE(c.ok());
+      // Slots that hold a token of some sequence.
+      std::set<std::pair<std::int64_t, std::int64_t>> live;  // (page, slot)
+      const auto rows = used_pages(*c);
+      for (std::int64_t s = 0; s < c->num_seqs(); ++s)
+        for (std::int64_t j = 0; j < c->seq_lens[s]; ++j) live.insert({rows[s][j / c->block_size()], j % c->block_size()});
+      const auto ks = cache_strides(layout, c->block_size(), c->kv_heads(), c->key_head_dim());
+      const auto vs = cache_strides(layout, c->block_size(), c->kv_heads(), c->v_head_dim());
+      std::int64_t wrong = 0;
+      for (std::int64_t page = 0; page < c->num_blocks(); ++page)
+        for (std::int64_t slot = 0; slot < c->block_size(); ++slot) {
+          const bool is_live = live.count({page, slot}) > 0;
+          for (std::int64_t h = 0; h < c->kv_heads(); ++h) {
+            for (std::int64_t d = 0; d < c->key_head_dim(); ++d)
+              wrong += std::isfinite(c->key_cache.at(page * ks.block + slot * ks.slot + h * ks.head + d)) != is_live;
+            for (std::int64_t d = 0; d < c->v_head_dim(); ++d)
+              wrong += std::isfinite(c->value_cache.at(page * vs.block + slot * vs.slot + h * vs.head + d)) != is_live;
+          }
+        }
+      CHECK(wrong == 0);
+      if (is_fp8(kv)) {
+        // The NaN code 0x7F fills unused fp8 slots.
+        std::int64_t nan_codes = 0;
+        for (auto b : c->key_cache.as<std::uint8_t>()) nan_codes += b == 0x7F;
+        CHECK(nan_codes > 0);
+      }
+    }
+  }
+  auto spec = small_spec();
+  spec.poison_unused = false;
+  auto clean = generate_case(spec);
+  REQUIRE(clean.ok());
+  for (std::int64_t i = 0; i < clean->key_cache.numel(); ++i) REQUIRE(std::isfinite(clean->key_cache.at(i)));
+}
+
+TEST_CASE("query lengths follow the mode and never exceed the sequence") {
+  for (QueryMode mode : {QueryMode::Decode, QueryMode::Prefill, QueryMode::Chunked, QueryMode::Mixed}) {
+    auto spec = small_spec();
+    spec.query_mode = mode;
+    spec.q_len_max = 200;  // longer than many sequences: clamped to seq_len
+    CAPTURE(query_mode_name(mode));
+    auto c = generate_case(spec);
+    REQUIRE(c.ok());
+    REQUIRE(c->query_start_loc.size() == static_cast<std::size_t>(c->num_seqs() + 1));
+    CHECK(c->query_start_loc.front() == 0);
+    CHECK(c->query_start_loc.back() == c->num_tokens());
+    for (std::int64_t s = 0; s < c->num_seqs(); ++s) {
+      CHECK(c->q_len(s) >= 1);
+      CHECK(c->q_len(s) <= c->seq_lens[s]);
+      if (mode == QueryMode::Decode || (mode == QueryMode::Mixed && s % 2 == 0)) CHECK(c->q_len(s) == 1);
+      if (mode == QueryMode::Prefill) CHECK(c->q_len(s) == c->seq_lens[s]);
+    }
+    CHECK(c->query_start_loc_given == (mode != QueryMode::Decode));
+  }
+}
+
+TEST_CASE("length distributions: fixed, list, boundary") {
+  auto spec = small_spec();
+  spec.seq_len_dist = LengthDist::List;
+  spec.seq_len_list = {3, 17};
+  spec.num_seqs = 5;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  CHECK(c->seq_lens == std::vector<std::int32_t>{3, 17, 3, 17, 3});
+  spec.seq_len_dist = LengthDist::Fixed;
+  spec.seq_len_max = 9;
+  c = generate_case(spec);
+  REQUIRE(c.ok());
+  CHECK(std::all_of(c->seq_lens.begin(), c->seq_lens.end(), [](auto l) { return l == 9; }));
+
+  const auto boundary = boundary_lengths(16, 1, 600);
+  for (std::int64_t len : {1, 15, 16, 17, 511, 512, 513}) CHECK(std::count(boundary.begin(), boundary.end(), len) == 1);
+  CHECK(std::all_of(boundary.begin(), boundary.end(), [](auto l) { return l >= 1 && l <= 600; }));
+  CHECK(boundary_lengths(7, 5, 9) == std::vector<std::int64_t>{6, 7, 8});
+}
+
+TEST_CASE("table forms: dense rows carry junk padding; CSR holds exactly the pages") {
+  auto spec = small_spec();
+  spec.table_form = TableForm::Dense;
+  auto dense = generate_case(spec);
+  REQUIRE(dense.ok());
+  const auto width = dense->table.max_blocks_per_seq;
+  CHECK(dense->table.page_indices.size() == static_cast<std::size_t>(width * dense->num_seqs()));
+  std::int64_t junk_minus_one = 0, junk_outside = 0;
+  for (std::int64_t s = 0; s < dense->num_seqs(); ++s) {
+    CHECK(dense->table.page_indptr[s] == s * width);
+    const std::int64_t pages = (dense->seq_lens[s] + dense->block_size() - 1) / dense->block_size();
+    CHECK(pages < width);
+    for (std::int64_t j = pages; j < width; ++j) {
+      const auto entry = dense->table.page_indices[s * width + j];
+      junk_minus_one += entry == -1;
+      junk_outside += entry >= dense->num_blocks();
+    }
+  }
+  CHECK(junk_minus_one > 0);
+  CHECK(junk_outside > 0);
+
+  spec.table_form = TableForm::Csr;
+  auto csr = generate_case(spec);
+  REQUIRE(csr.ok());
+  std::int64_t total = 0;
+  for (std::int64_t s = 0; s < csr->num_seqs(); ++s) {
+    const std::int64_t pages = (csr->seq_lens[s] + csr->block_size() - 1) / csr->block_size();
+    CHECK(csr->table.page_indptr[s + 1] - csr->table.page_indptr[s] == pages);
+    total += pages;
+  }
+  CHECK(static_cast<std::int64_t>(csr->table.page_indices.size()) == total);
+  // Same seed, same pages: only the form differs.
+  CHECK(used_pages(*dense) == used_pages(*csr));
+}
+
+TEST_CASE("fp8 caches store x / scale; parameters carry the scales") {
+  auto spec = small_spec();
+  spec.kv_dtype = DType::F8_E4M3;
+  spec.k_scale = 0.05;
+  spec.v_scale = 0.02;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  CHECK(c->params.k_scale == 0.05);
+  CHECK(c->params.v_scale == 0.02);
+  // Stored values are N(0,1) / 0.05: their spread is about 20.
+  double sum_sq = 0;
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < c->key_cache.numel(); ++i) {
+    const double x = c->key_cache.at(i);
+    if (!std::isfinite(x)) continue;
+    sum_sq += x * x;
+    ++n;
+  }
+  REQUIRE(n > 100);
+  const double rms = std::sqrt(sum_sq / n);
+  CHECK(rms > 15);
+  CHECK(rms < 25);
+}
+
+TEST_CASE("value profiles: large logits reach the hundreds; LLM-like has a sink") {
+  auto spec = small_spec();
+  spec.head_dim = 64;
+  spec.query_mode = QueryMode::Decode;
+  spec.seq_len_min = 30;
+  spec.query_dtype = DType::F32;
+  spec.kv_dtype = DType::F32;
+  // Largest |logit| and the mean logit of key 0 minus the mean of the others.
+  auto logits = [](const Case& c, double& max_abs, double& sink_gap) {
+    const PagedKvView kv = c.host_view();
+    const std::int64_t group = c.q_heads() / c.kv_heads(), d = c.head_dim();
+    max_abs = 0;
+    double first = 0, rest = 0;
+    std::int64_t n_first = 0, n_rest = 0;
+    for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+      const std::int64_t token = c.query_start_loc[s];
+      for (std::int64_t h = 0; h < c.q_heads(); ++h)
+        for (std::int64_t j = 0; j < c.seq_lens[s]; ++j) {
+          double dot = 0;
+          for (std::int64_t k = 0; k < d; ++k)
+            dot += c.query.at((token * c.q_heads() + h) * d + k) * c.key_cache.at(kv.key_offset(s, j, h / group) + k);
+          const double logit = dot * c.scale();
+          max_abs = std::max(max_abs, std::fabs(logit));
+          if (j == 0) first += logit, ++n_first;
+          else rest += logit, ++n_rest;
+        }
+    }
+    sink_gap = first / n_first - rest / n_rest;
+  };
+  double max_abs = 0, sink_gap = 0;
+  spec.profile = ValueProfile::LargeLogits;
+  auto large = generate_case(spec);
+  REQUIRE(large.ok());
+  logits(*large, max_abs, sink_gap);
+  CHECK(max_abs > 100);
+  spec.profile = ValueProfile::Gaussian;
+  auto gaussian = generate_case(spec);
+  REQUIRE(gaussian.ok());
+  logits(*gaussian, max_abs, sink_gap);
+  CHECK(max_abs < 10);
+  CHECK(std::fabs(sink_gap) < 2);
+  spec.profile = ValueProfile::LlmLike;
+  auto llm = generate_case(spec);
+  REQUIRE(llm.ok());
+  logits(*llm, max_abs, sink_gap);
+  CHECK(sink_gap > 5);
+}
+
+TEST_CASE("metadata records the seed, the settings and the tool version") {
+  auto spec = small_spec();
+  spec.seed = 123456789;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  const auto& meta = c->params.extra_metadata;
+  REQUIRE(meta.count("seed"));
+  CHECK(meta.at("seed") == "123456789");
+  CHECK(meta.at("tool_version") == PAGECHECK_VERSION);
+  const auto settings = nlohmann::json::parse(meta.at("generator_settings"));
+  CHECK(settings.at("seed") == 123456789);
+  CHECK(settings.at("query_mode") == "mixed");
+  CHECK(settings.at("seq_len").at("dist") == "uniform");
+  CHECK(settings.at("kv_dtype") == "BF16");
+}
+
+TEST_CASE("names of distributions, modes and profiles round-trip") {
+  for (auto d : {LengthDist::Fixed, LengthDist::Uniform, LengthDist::List, LengthDist::Boundary})
+    CHECK(parse_length_dist(length_dist_name(d)) == d);
+  for (auto m : {QueryMode::Decode, QueryMode::Prefill, QueryMode::Chunked, QueryMode::Mixed})
+    CHECK(parse_query_mode(query_mode_name(m)) == m);
+  for (auto p : {ValueProfile::Gaussian, ValueProfile::LlmLike, ValueProfile::LargeLogits})
+    CHECK(parse_value_profile(value_profile_name(p)) == p);
+  CHECK_FALSE(parse_query_mode("sideways").has_value());
+}
+
+TEST_CASE("bad specs are errors that name the setting") {
+  struct Bad {
+    const char* what;
+    void (*change)(SyntheticSpec&);
+  };
+  const Bad cases[] = {
+      {"kv_heads", [](SyntheticSpec& s) { s.kv_heads = 3; }},
+      {"num_seqs", [](SyntheticSpec& s) { s.num_seqs = 0; }},
+      {"block_size", [](SyntheticSpec& s) { s.block_size = 0; }},
+      {"query dtype", [](SyntheticSpec& s) { s.query_dtype = DType::F8_E4M3; }},
+      {"KV dtype", [](SyntheticSpec& s) { s.kv_dtype = DType::I32; }},
+      {"seq_len", [](SyntheticSpec& s) { s.seq_len_min = 0; }},
+      {"list", [](SyntheticSpec& s) { s.seq_len_dist = LengthDist::List; }},
+      {"k_scale", [](SyntheticSpec& s) { s.k_scale = 0; }},
+      {"softcap", [](SyntheticSpec& s) { s.softcap = -1; }},
+      {"exceed", [](SyntheticSpec& s) { s.head_dim = std::int64_t{1} << 40; }},
+  };
+  for (const auto& bad : cases) {
+    auto spec = small_spec();
+    bad.change(spec);
+    CAPTURE(bad.what);
+    auto c = generate_case(spec);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().describe().find(bad.what) != std::string::npos);
+  }
+}
+
+TEST_CASE("presets: real geometries, each valid") {
+  const auto names = preset_names();
+  for (const char* wanted : {"llama3-8b", "llama3-70b", "mistral-7b-window", "gemma2-9b-softcap", "deepseek-192-128", "mqa"})
+    CHECK(std::count(names.begin(), names.end(), std::string(wanted)) == 1);
+  auto llama = preset("llama3-8b");
+  REQUIRE(llama.ok());
+  CHECK(llama->q_heads == 32);
+  CHECK(llama->kv_heads == 8);
+  CHECK(llama->head_dim == 128);
+  auto mistral = preset("mistral-7b-window");
+  REQUIRE(mistral.ok());
+  CHECK(mistral->sliding_window == 4096);
+  CHECK(mistral->seq_len_min > 4096);  // contexts longer than the window
+  auto gemma = preset("gemma2-9b-softcap");
+  REQUIRE(gemma.ok());
+  CHECK(gemma->softcap == 50);
+  CHECK(gemma->head_dim == 256);
+  auto deepseek = preset("deepseek-192-128");
+  REQUIRE(deepseek.ok());
+  CHECK(deepseek->head_dim == 192);
+  CHECK(deepseek->v_head_dim == 128);
+  auto unknown = preset("gpt-17");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().message.find("llama3-8b") != std::string::npos);  // lists the known ones
+
+  for (const auto& name : names) {
+    auto spec = preset(name);
+    REQUIRE(spec.ok());
+    CAPTURE(name);
+    auto c = generate_case(*spec);
+    REQUIRE(c.ok());
+    const auto report = validate_case(*c);
+    CHECK_MESSAGE(report.errors.empty(), (report.errors.empty() ? "" : report.errors.front()));
+    CHECK(report.warnings.empty());
+  }
+}
+
+TEST_CASE("default suite: distinct names and seeds, every case valid, the boundaries covered") {
+  const auto suite = default_suite();
+  std::set<std::string> names;
+  std::set<std::uint64_t> seeds;
+  std::set<DType> kv_dtypes, q_dtypes;
+  std::set<std::int64_t> block_sizes, gqa, windows;
+  std::set<std::pair<KvLayout, TableForm>> forms;
+  bool softcap = false, head_192_128 = false, mixed = false, partition = false, long_context = false, length_1 = false;
+  for (const auto& spec : suite) {
+    CAPTURE(spec.name);
+    names.insert(spec.name);
+    seeds.insert(spec.seed);
+    auto c = generate_case(spec);
+    REQUIRE(c.ok());
+    const auto report = validate_case(*c);
+    CHECK_MESSAGE(report.errors.empty(), (report.errors.empty() ? "" : report.errors.front()));
+    kv_dtypes.insert(spec.kv_dtype);
+    q_dtypes.insert(spec.query_dtype);
+    block_sizes.insert(spec.block_size);
+    gqa.insert(spec.q_heads / spec.kv_heads * (spec.kv_heads == 1 ? -1 : 1));
+    forms.insert({spec.layout, spec.table_form});
+    if (spec.sliding_window > 0) windows.insert(spec.sliding_window - c->max_seq_len());
+    softcap |= spec.softcap > 0;
+    head_192_128 |= spec.head_dim == 192 && spec.v_head_dim == 128;
+    mixed |= spec.query_mode == QueryMode::Mixed;
+    for (auto len : c->seq_lens) {
+      partition |= len == 513 || len == 511;
+      long_context |= len >= 8000;
+      length_1 |= len == 1;
+    }
+  }
+  CHECK(names.size() == suite.size());
+  CHECK(seeds.size() == suite.size());
+  CHECK(kv_dtypes.size() == 5);
+  CHECK(q_dtypes.size() == 3);
+  CHECK(block_sizes.count(1));
+  CHECK(block_sizes.count(7));
+  CHECK(gqa.count(1));
+  CHECK(gqa.count(4));
+  CHECK(gqa.count(8));
+  CHECK(gqa.count(-8));  // MQA
+  CHECK(forms.size() == 4);
+  CHECK(windows.count(0));   // window = length
+  CHECK(windows.count(-1));  // window = length - 1
+  CHECK(softcap);
+  CHECK(head_192_128);
+  CHECK(mixed);
+  CHECK(partition);
+  CHECK(long_context);
+  CHECK(length_1);
+}

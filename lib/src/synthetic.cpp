@@ -1,2 +1,721 @@
-// Placeholder until this area lands; replaced by its implementation.
+// Seeded synthetic cases. docs/synthetic.md describes the settings, presets
+// and the default suite.
+//
+// Reproducibility: every random draw comes from one std::mt19937_64 seeded
+// with spec.seed, whose output sequence the C++ standard fixes; integers,
+// uniforms, normals and the shuffle are derived here by hand (the standard
+// library's distributions differ between implementations), so a spec gives
+// the same bytes on every platform. The draws happen in a fixed order:
+// lengths, query lengths, page pool, table padding, profile directions,
+// keys and values page by page, queries.
 #include "pagecheck/synthetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace pagecheck {
+namespace {
+
+class Random {
+ public:
+  explicit Random(std::uint64_t seed) : engine_(seed) {}
+  // Uniform in [lo, hi] (inclusive), by rejection so that it is exact.
+  std::int64_t uniform_int(std::int64_t lo, std::int64_t hi) {
+    const std::uint64_t range = static_cast<std::uint64_t>(hi - lo) + 1;
+    if (range == 0) return static_cast<std::int64_t>(engine_());  // the whole 64-bit range
+    const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % range;
+    std::uint64_t x;
+    do x = engine_();
+    while (x >= limit);
+    return lo + static_cast<std::int64_t>(x % range);
+  }
+  // Uniform in (0, 1].
+  double uniform() { return (static_cast<double>(engine_() >> 11) + 1.0) * 0x1.0p-53; }
+  // Standard normal (Box-Muller, both values used).
+  double normal() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    const double radius = std::sqrt(-2.0 * std::log(uniform()));
+    const double angle = 2.0 * 3.14159265358979323846 * uniform();
+    spare_ = radius * std::sin(angle);
+    has_spare_ = true;
+    return radius * std::cos(angle);
+  }
+  template <class T>
+  void shuffle(std::vector<T>& items) {  // Fisher-Yates
+    for (std::int64_t i = static_cast<std::int64_t>(items.size()) - 1; i > 0; --i)
+      std::swap(items[i], items[uniform_int(0, i)]);
+  }
+
+ private:
+  std::mt19937_64 engine_;
+  bool has_spare_ = false;
+  double spare_ = 0;
+};
+
+// Query and key magnitude of the large-logits profile: with the default
+// scale the logits have a standard deviation of about kLargeLogitMagnitude^2
+// = 100 and reach several hundred; every dtype still holds the inputs.
+constexpr double kLargeLogitMagnitude = 10.0;
+// LLM-like profile: these key channels carry kOutlierMagnitude times the
+// usual magnitude; the first token of every sequence is an attention sink
+// whose key points along the group's query direction with logit about
+// kSinkLogit above the others.
+constexpr int kOutlierChannels = 4;
+constexpr double kOutlierMagnitude = 15.0;
+constexpr double kSinkLogit = 10.0;
+constexpr double kQueryAlignment = 0.5;  // share of the sink direction in each query
+
+// Largest cache or query tensor the generator makes (8 GiB).
+constexpr std::int64_t kMaxTensorBytes = std::int64_t{8} << 30;
+
+bool is_query_dtype(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+bool is_kv_dtype(DType d) { return is_query_dtype(d) || is_fp8(d); }
+
+Status check_spec(const SyntheticSpec& spec) {
+  const std::string where = "synthetic spec '" + spec.name + "'";
+  auto bad = [&](std::string message) { return usage_error(std::move(message), where); };
+  if (spec.num_seqs < 1) return bad(fmt::format("num_seqs {} must be at least 1", spec.num_seqs));
+  if (spec.q_heads < 1 || spec.kv_heads < 1 || spec.q_heads % spec.kv_heads != 0)
+    return bad(fmt::format("q_heads {} must be a positive multiple of kv_heads {}", spec.q_heads, spec.kv_heads));
+  if (spec.head_dim < 1 || spec.v_head_dim < 0)
+    return bad(fmt::format("head_dim {} / v_head_dim {} must be positive", spec.head_dim, spec.v_head_dim));
+  if (spec.block_size < 1) return bad(fmt::format("block_size {} must be at least 1", spec.block_size));
+  if (spec.pool_factor < 3)
+    return bad(fmt::format("pool_factor {} must be at least 3 (the pool holds 3x the pages needed)", spec.pool_factor));
+  if (!is_query_dtype(spec.query_dtype))
+    return bad(fmt::format("query dtype {} must be F32, F16 or BF16", dtype_name(spec.query_dtype)));
+  if (!is_kv_dtype(spec.kv_dtype))
+    return bad(fmt::format("KV dtype {} must be F32, F16, BF16, F8_E4M3 or F8_E5M2", dtype_name(spec.kv_dtype)));
+  auto check_dist = [&](const char* what, LengthDist dist, std::int64_t lo, std::int64_t hi,
+                        const std::vector<std::int64_t>& list) -> Status {
+    if (dist == LengthDist::List) {
+      if (list.empty()) return bad(fmt::format("{} distribution 'list' needs at least one length", what));
+      for (auto len : list)
+        if (len < 1) return bad(fmt::format("{} list holds {}, lengths must be at least 1", what, len));
+      return {};
+    }
+    if (lo < 1 || hi < lo) return bad(fmt::format("{} range [{}, {}] must satisfy 1 <= min <= max", what, lo, hi));
+    return {};
+  };
+  PC_TRY(check_dist("seq_len", spec.seq_len_dist, spec.seq_len_min, spec.seq_len_max, spec.seq_len_list));
+  if (spec.query_mode == QueryMode::Chunked || spec.query_mode == QueryMode::Mixed)
+    PC_TRY(check_dist("q_len", spec.q_len_dist, spec.q_len_min, spec.q_len_max, spec.q_len_list));
+  if (spec.sliding_window < 0) return bad(fmt::format("sliding_window {} must be >= 0", spec.sliding_window));
+  if (!(spec.softcap >= 0) || !std::isfinite(spec.softcap))
+    return bad(fmt::format("softcap {} must be finite and >= 0", spec.softcap));
+  if (spec.scale && !(std::isfinite(*spec.scale) && *spec.scale > 0))
+    return bad(fmt::format("scale {} must be finite and positive", *spec.scale));
+  if (!(spec.k_scale > 0) || !(spec.v_scale > 0) || !std::isfinite(spec.k_scale) || !std::isfinite(spec.v_scale))
+    return bad(fmt::format("k_scale {} and v_scale {} must be finite and positive", spec.k_scale, spec.v_scale));
+  return {};
+}
+
+std::int64_t draw_length(Random& rng, LengthDist dist, std::int64_t lo, std::int64_t hi,
+                         const std::vector<std::int64_t>& list, const std::vector<std::int64_t>& boundary,
+                         std::int64_t index) {
+  switch (dist) {
+    case LengthDist::Fixed: return hi;
+    case LengthDist::Uniform: return rng.uniform_int(lo, hi);
+    case LengthDist::List: return list[static_cast<std::size_t>(index) % list.size()];
+    case LengthDist::Boundary: return boundary[static_cast<std::size_t>(index) % boundary.size()];
+  }
+  return hi;
+}
+
+// Fills a whole tensor with NaN in its dtype (fp8: the code 0x7F, NaN in both
+// E4M3 "fn" and E5M2).
+void fill_nan(Tensor& t) {
+  const std::int64_t n = t.numel();
+  std::byte* data = t.mutable_data();
+  switch (t.dtype) {
+    case DType::F32: {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      for (std::int64_t i = 0; i < n; ++i) std::memcpy(data + i * 4, &nan, 4);
+      return;
+    }
+    case DType::F16: case DType::BF16: {
+      const std::uint16_t nan = t.dtype == DType::F16 ? 0x7E00 : 0x7FC0;
+      for (std::int64_t i = 0; i < n; ++i) std::memcpy(data + i * 2, &nan, 2);
+      return;
+    }
+    case DType::F8_E4M3: case DType::F8_E5M2:
+      std::memset(data, 0x7F, static_cast<std::size_t>(n));
+      return;
+    default:
+      for (std::int64_t i = 0; i < n; ++i) store_element(t.dtype, data, i, std::numeric_limits<double>::quiet_NaN());
+  }
+}
+
+// A stored x means x * scale (the store rounds it to the dtype; fp8
+// saturates at its largest finite value, as satfinite conversions do).
+double stored_value(double true_value, double scale) { return true_value / scale; }
+
+// fp8 rounding as float_to_fp8_* does it (round to nearest even over the
+// non-negative codes, saturating), with the code values looked up in a table
+// instead of decoded at every step of the search: the generator stores
+// millions of elements. Same comparisons on the same values, same codes.
+class Fp8Encoder {
+ public:
+  explicit Fp8Encoder(DType dtype) : e4m3_(dtype == DType::F8_E4M3) {
+    max_code_ = e4m3_ ? 0x7E : 0x7B;
+    for (int code = 0; code <= max_code_; ++code)
+      value_[code] = e4m3_ ? fp8_e4m3_to_float(static_cast<std::uint8_t>(code))
+                           : fp8_e5m2_to_float(static_cast<std::uint8_t>(code));
+  }
+  std::uint8_t operator()(float x) const {
+    if (std::isnan(x)) return 0x7F;
+    const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+    const float magnitude = std::fabs(x);
+    if (magnitude >= value_[max_code_]) return sign | static_cast<std::uint8_t>(max_code_);
+    int lo = 0, hi = max_code_;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (value_[mid] <= magnitude) lo = mid;
+      else hi = mid;
+    }
+    const float below = magnitude - value_[lo], above = value_[hi] - magnitude;
+    const int code = below < above ? lo : below > above ? hi : ((lo & 1) ? hi : lo);
+    return sign | static_cast<std::uint8_t>(code);
+  }
+
+ private:
+  bool e4m3_;
+  int max_code_;
+  float value_[128] = {};
+};
+
+// Stores elements of one tensor, rounding as store_element does.
+class ElementStore {
+ public:
+  explicit ElementStore(Tensor& t) : tensor_(t), fp8_(is_fp8(t.dtype) ? t.dtype : DType::F8_E4M3) {}
+  void operator()(std::int64_t index, double value) {
+    if (is_fp8(tensor_.dtype))
+      tensor_.mutable_data()[index] = static_cast<std::byte>(fp8_(static_cast<float>(value)));
+    else
+      store_element(tensor_.dtype, tensor_.mutable_data(), static_cast<std::size_t>(index), value);
+  }
+
+ private:
+  Tensor& tensor_;
+  Fp8Encoder fp8_;
+};
+
+Expected<std::int64_t> checked_bytes(std::initializer_list<std::int64_t> dims, DType dtype, const std::string& what) {
+  std::int64_t bytes = static_cast<std::int64_t>(dtype_size(dtype));
+  for (auto d : dims) {
+    if (d != 0 && bytes > kMaxTensorBytes / d)
+      return usage_error(fmt::format("{} would exceed {} GiB", what, kMaxTensorBytes >> 30), "synthetic");
+    bytes *= d;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> boundary_lengths(std::int64_t block_size, std::int64_t min, std::int64_t max) {
+  const std::int64_t p = kDefaultPartitionTokens, b = block_size;
+  std::set<std::int64_t> lengths = {1, 2, b - 1, b, b + 1, 2 * b - 1, 2 * b, 2 * b + 1, p - 1, p, p + 1,
+                                    2 * p - 1, 2 * p, 2 * p + 1, 4 * p - 1, 4 * p + 1};
+  std::vector<std::int64_t> out;
+  for (auto len : lengths)
+    if (len >= std::max<std::int64_t>(min, 1) && len <= max) out.push_back(len);
+  if (out.empty()) out.push_back(std::max<std::int64_t>(min, 1));
+  return out;
+}
+
+std::string_view length_dist_name(LengthDist dist) {
+  switch (dist) {
+    case LengthDist::Fixed: return "fixed";
+    case LengthDist::Uniform: return "uniform";
+    case LengthDist::List: return "list";
+    case LengthDist::Boundary: return "boundary";
+  }
+  return "?";
+}
+std::string_view query_mode_name(QueryMode mode) {
+  switch (mode) {
+    case QueryMode::Decode: return "decode";
+    case QueryMode::Prefill: return "prefill";
+    case QueryMode::Chunked: return "chunked";
+    case QueryMode::Mixed: return "mixed";
+  }
+  return "?";
+}
+std::string_view value_profile_name(ValueProfile profile) {
+  switch (profile) {
+    case ValueProfile::Gaussian: return "gaussian";
+    case ValueProfile::LlmLike: return "llm";
+    case ValueProfile::LargeLogits: return "large-logits";
+  }
+  return "?";
+}
+std::optional<LengthDist> parse_length_dist(std::string_view name) {
+  for (auto d : {LengthDist::Fixed, LengthDist::Uniform, LengthDist::List, LengthDist::Boundary})
+    if (length_dist_name(d) == name) return d;
+  return std::nullopt;
+}
+std::optional<QueryMode> parse_query_mode(std::string_view name) {
+  for (auto m : {QueryMode::Decode, QueryMode::Prefill, QueryMode::Chunked, QueryMode::Mixed})
+    if (query_mode_name(m) == name) return m;
+  return std::nullopt;
+}
+std::optional<ValueProfile> parse_value_profile(std::string_view name) {
+  for (auto p : {ValueProfile::Gaussian, ValueProfile::LlmLike, ValueProfile::LargeLogits})
+    if (value_profile_name(p) == name) return p;
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
+  nlohmann::ordered_json settings;
+  settings["name"] = spec.name;
+  settings["seed"] = spec.seed;
+  settings["num_seqs"] = spec.num_seqs;
+  settings["q_heads"] = spec.q_heads;
+  settings["kv_heads"] = spec.kv_heads;
+  settings["head_dim"] = spec.head_dim;
+  settings["v_head_dim"] = spec.v_head_dim > 0 ? spec.v_head_dim : spec.head_dim;
+  settings["block_size"] = spec.block_size;
+  settings["pool_factor"] = spec.pool_factor;
+  settings["query_dtype"] = dtype_name(spec.query_dtype);
+  settings["kv_dtype"] = dtype_name(spec.kv_dtype);
+  settings["layout"] = spec.layout == KvLayout::NHD ? "NHD" : "HND";
+  settings["table"] = spec.table_form == TableForm::Dense ? "dense" : "csr";
+  settings["seq_len"] = {{"dist", length_dist_name(spec.seq_len_dist)},
+                         {"min", spec.seq_len_min},
+                         {"max", spec.seq_len_max},
+                         {"list", spec.seq_len_list}};
+  settings["query_mode"] = query_mode_name(spec.query_mode);
+  settings["q_len"] = {{"dist", length_dist_name(spec.q_len_dist)},
+                       {"min", spec.q_len_min},
+                       {"max", spec.q_len_max},
+                       {"list", spec.q_len_list}};
+  settings["causal"] = spec.causal;
+  settings["sliding_window"] = spec.sliding_window;
+  settings["softcap"] = spec.softcap;
+  if (spec.scale) settings["scale"] = *spec.scale;
+  settings["k_scale"] = spec.k_scale;
+  settings["v_scale"] = spec.v_scale;
+  settings["profile"] = value_profile_name(spec.profile);
+  settings["share_pages"] = spec.share_pages;
+  settings["poison_unused"] = spec.poison_unused;
+  return {
+      {"seed", std::to_string(spec.seed)},
+      {"tool_version", PAGECHECK_VERSION},
+      {"generator", "pagecheck synthetic"},
+      {"generator_settings", settings.dump()},
+  };
+}
+
+Expected<Case> generate_case(const SyntheticSpec& spec) {
+  PC_TRY(check_spec(spec));
+  Random rng(spec.seed);
+  const std::int64_t num_seqs = spec.num_seqs, block_size = spec.block_size;
+  const std::int64_t q_heads = spec.q_heads, kv_heads = spec.kv_heads;
+  const std::int64_t dk = spec.head_dim, dv = spec.v_head_dim > 0 ? spec.v_head_dim : spec.head_dim;
+  const std::int64_t group = q_heads / kv_heads;
+
+  // 1. Lengths: seq_len per the distribution, q_len per the query mode.
+  const auto seq_boundary = boundary_lengths(block_size, spec.seq_len_min, spec.seq_len_max);
+  const auto q_boundary = boundary_lengths(block_size, spec.q_len_min, spec.q_len_max);
+  std::vector<std::int32_t> seq_lens(num_seqs), q_lens(num_seqs);
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const auto len = draw_length(rng, spec.seq_len_dist, spec.seq_len_min, spec.seq_len_max, spec.seq_len_list,
+                                 seq_boundary, s);
+    if (len > std::numeric_limits<std::int32_t>::max())
+      return usage_error(fmt::format("sequence {}: length {} does not fit in I32", s, len), "synthetic");
+    seq_lens[s] = static_cast<std::int32_t>(len);
+  }
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const bool chunked = spec.query_mode == QueryMode::Chunked || (spec.query_mode == QueryMode::Mixed && s % 2 == 1);
+    std::int64_t q = 1;
+    if (spec.query_mode == QueryMode::Prefill) q = seq_lens[s];
+    else if (chunked) q = draw_length(rng, spec.q_len_dist, spec.q_len_min, spec.q_len_max, spec.q_len_list, q_boundary, s);
+    q_lens[s] = static_cast<std::int32_t>(std::clamp<std::int64_t>(q, 1, seq_lens[s]));
+  }
+
+  // 2. Logical pages. With share_pages, every odd sequence reuses the leading
+  // full pages (at most two) of the sequence before it, as prefix caching
+  // does: the shared slots hold the same K/V by construction.
+  std::vector<std::vector<std::int64_t>> logical(num_seqs);
+  std::vector<std::int64_t> page_used_slots;  // per logical page: slots that hold real tokens
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    const std::int64_t pages = (seq_lens[s] + block_size - 1) / block_size;
+    std::int64_t shared = 0;
+    if (spec.share_pages && s % 2 == 1) {
+      const std::int64_t full_here = seq_lens[s] / block_size, full_before = seq_lens[s - 1] / block_size;
+      shared = std::min<std::int64_t>({2, full_here, full_before});
+    }
+    for (std::int64_t p = 0; p < pages; ++p) {
+      if (p < shared) {
+        logical[s].push_back(logical[s - 1][p]);
+        continue;
+      }
+      logical[s].push_back(static_cast<std::int64_t>(page_used_slots.size()));
+      page_used_slots.push_back(std::min<std::int64_t>(block_size, seq_lens[s] - p * block_size));
+    }
+  }
+  const std::int64_t pages_needed = static_cast<std::int64_t>(page_used_slots.size());
+
+  // 3. The pool: pool_factor times the pages needed, shuffled; the first
+  // pages_needed of the shuffled ids back the logical pages.
+  const std::int64_t num_blocks = pages_needed * spec.pool_factor;
+  if (num_blocks > std::numeric_limits<std::int32_t>::max())
+    return usage_error(fmt::format("pool of {} blocks does not fit I32 table entries", num_blocks), "synthetic");
+  std::vector<std::int32_t> pool(num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  rng.shuffle(pool);
+  std::vector<std::vector<std::int32_t>> rows(num_seqs);  // physical pages per sequence
+  for (std::int64_t s = 0; s < num_seqs; ++s)
+    for (auto p : logical[s]) rows[s].push_back(pool[p]);
+
+  // 4. The table, in the requested form. Dense rows carry two entries of
+  // padding past the longest sequence, holding junk: -1, 0, an existing page
+  // (poisoned or someone else's) and an id past the pool.
+  Case c;
+  c.name = spec.name;
+  c.table.form = spec.table_form;
+  std::int64_t max_pages = 0;
+  for (const auto& row : rows) max_pages = std::max<std::int64_t>(max_pages, row.size());
+  if (spec.table_form == TableForm::Dense) {
+    const std::int64_t width = max_pages + 2;
+    c.table.max_blocks_per_seq = width;
+    for (std::int64_t s = 0; s < num_seqs; ++s) {
+      c.table.page_indptr.push_back(s * width);
+      for (std::int64_t j = 0; j < width; ++j) {
+        if (j < static_cast<std::int64_t>(rows[s].size())) {
+          c.table.page_indices.push_back(rows[s][j]);
+          continue;
+        }
+        switch ((s + j) % 4) {
+          case 0: c.table.page_indices.push_back(-1); break;
+          case 1: c.table.page_indices.push_back(0); break;
+          case 2: c.table.page_indices.push_back(static_cast<std::int32_t>(rng.uniform_int(0, num_blocks - 1))); break;
+          default:
+            c.table.page_indices.push_back(static_cast<std::int32_t>(num_blocks + rng.uniform_int(0, 999999)));
+        }
+      }
+    }
+    c.table.page_indptr.push_back(num_seqs * width);
+  } else {
+    c.table.page_indptr.push_back(0);
+    for (const auto& row : rows) {
+      c.table.page_indices.insert(c.table.page_indices.end(), row.begin(), row.end());
+      c.table.page_indptr.push_back(static_cast<std::int64_t>(c.table.page_indices.size()));
+    }
+  }
+  c.seq_lens = seq_lens;
+  c.query_start_loc.assign(1, 0);
+  for (auto q : q_lens) c.query_start_loc.push_back(c.query_start_loc.back() + q);
+  c.query_start_loc_given = std::any_of(q_lens.begin(), q_lens.end(), [](auto q) { return q != 1; });
+  const std::int64_t num_tokens = c.query_start_loc.back();
+
+  // 5. Parameters and metadata.
+  c.params.layout = spec.layout;
+  c.params.causal = spec.causal;
+  c.params.scale = spec.scale;
+  c.params.sliding_window = spec.sliding_window;
+  c.params.softcap = spec.softcap;
+  c.params.k_scale = spec.k_scale;
+  c.params.v_scale = spec.v_scale;
+  c.params.description = spec.description;
+  c.params.extra_metadata = spec_metadata(spec);
+  const double scale = spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(dk)));
+
+  // 6. The caches: NaN everywhere (or stale random values without poison),
+  // then real K/V in the used slots of each referenced page.
+  const auto cache_shape = [&](std::int64_t dim) {
+    return spec.layout == KvLayout::NHD ? std::vector<std::int64_t>{num_blocks, block_size, kv_heads, dim}
+                                        : std::vector<std::int64_t>{num_blocks, kv_heads, block_size, dim};
+  };
+  {
+    auto key_bytes = checked_bytes({num_blocks, block_size, kv_heads, dk}, spec.kv_dtype, "key_cache");
+    if (!key_bytes.ok()) return key_bytes.error();
+    auto value_bytes = checked_bytes({num_blocks, block_size, kv_heads, dv}, spec.kv_dtype, "value_cache");
+    if (!value_bytes.ok()) return value_bytes.error();
+    auto query_bytes = checked_bytes({num_tokens, q_heads, dk}, spec.query_dtype, "query");
+    if (!query_bytes.ok()) return query_bytes.error();
+  }
+  c.key_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dk));
+  c.value_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dv));
+  if (spec.poison_unused) {
+    fill_nan(c.key_cache);
+    fill_nan(c.value_cache);
+  } else {
+    for (Tensor* t : {&c.key_cache, &c.value_cache})
+      for (std::int64_t i = 0; i < t->numel(); ++i) store_element(t->dtype, t->mutable_data(), i, rng.normal());
+  }
+
+  // Profile directions: per KV head, the LLM-like sink direction (standard
+  // normal entries) and the outlier key channels.
+  std::vector<std::vector<double>> sink_direction(kv_heads, std::vector<double>(dk, 0.0));
+  std::vector<bool> outlier_channel(dk, false);
+  if (spec.profile == ValueProfile::LlmLike) {
+    for (auto& dir : sink_direction)
+      for (auto& x : dir) x = rng.normal();
+    for (int k = 0; k < std::min<std::int64_t>(kOutlierChannels, dk); ++k)
+      outlier_channel[((k * dk) / kOutlierChannels + 3) % dk] = true;
+  }
+  const double magnitude = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude : 1.0;
+  // Sink key = a * direction, a chosen so that q . k * scale ~ kSinkLogit for
+  // a query holding kQueryAlignment * direction (|direction|^2 ~ dk).
+  const double sink_amplitude = kSinkLogit / (kQueryAlignment * static_cast<double>(dk) * scale);
+
+  ElementStore store_key(c.key_cache), store_value(c.value_cache);
+  const CacheStrides key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
+  const CacheStrides value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
+  // A logical page's first sequence position, to find each sequence's token 0.
+  std::vector<bool> holds_first_token(pages_needed, false);
+  for (std::int64_t s = 0; s < num_seqs; ++s) holds_first_token[logical[s][0]] = true;
+  for (std::int64_t p = 0; p < pages_needed; ++p) {
+    const std::int64_t page = pool[p];
+    for (std::int64_t slot = 0; slot < page_used_slots[p]; ++slot) {
+      const bool sink = spec.profile == ValueProfile::LlmLike && slot == 0 && holds_first_token[p];
+      for (std::int64_t h = 0; h < kv_heads; ++h) {
+        const std::int64_t key_base = page * key_strides.block + slot * key_strides.slot + h * key_strides.head;
+        for (std::int64_t d = 0; d < dk; ++d) {
+          double k = magnitude * rng.normal();
+          if (outlier_channel[d]) k *= kOutlierMagnitude;
+          if (sink) k = sink_amplitude * sink_direction[h][d];
+          store_key(key_base + d, stored_value(k, spec.k_scale));
+        }
+        const std::int64_t value_base =
+            page * value_strides.block + slot * value_strides.slot + h * value_strides.head;
+        for (std::int64_t d = 0; d < dv; ++d)
+          store_value(value_base + d, stored_value(rng.normal(), spec.v_scale));
+      }
+    }
+  }
+
+  // 7. Queries [num_tokens, q_heads, dk].
+  c.query = Tensor::zeros(spec.query_dtype, {num_tokens, q_heads, dk});
+  for (std::int64_t t = 0; t < num_tokens; ++t)
+    for (std::int64_t h = 0; h < q_heads; ++h)
+      for (std::int64_t d = 0; d < dk; ++d) {
+        double q = magnitude * rng.normal();
+        if (spec.profile == ValueProfile::LlmLike) q += kQueryAlignment * sink_direction[h / group][d];
+        store_element(spec.query_dtype, c.query.mutable_data(), (t * q_heads + h) * dk + d, q);
+      }
+  return c;
+}
+
+// --- presets ----------------------------------------------------------------
+namespace {
+
+SyntheticSpec model(std::string name, std::uint64_t seed, std::int64_t q_heads, std::int64_t kv_heads,
+                    std::int64_t head_dim, std::string description) {
+  SyntheticSpec spec;
+  spec.name = std::move(name);
+  spec.seed = seed;
+  spec.q_heads = q_heads;
+  spec.kv_heads = kv_heads;
+  spec.head_dim = head_dim;
+  spec.block_size = 16;
+  spec.query_dtype = DType::BF16;
+  spec.kv_dtype = DType::BF16;
+  spec.profile = ValueProfile::LlmLike;
+  spec.description = std::move(description);
+  return spec;
+}
+
+void uniform_lengths(SyntheticSpec& spec, std::int64_t seqs, std::int64_t min, std::int64_t max) {
+  spec.num_seqs = seqs;
+  spec.seq_len_dist = LengthDist::Uniform;
+  spec.seq_len_min = min;
+  spec.seq_len_max = max;
+}
+
+std::vector<SyntheticSpec> all_presets() {
+  std::vector<SyntheticSpec> out;
+  {
+    auto s = model("llama3-8b", 8001, 32, 8, 128, "Llama-3-8B decode: 32/8 heads, d128, BF16");
+    uniform_lengths(s, 8, 128, 1024);
+    out.push_back(s);
+  }
+  {
+    auto s = model("llama3-8b-prefill", 8002, 32, 8, 128, "Llama-3-8B prefill of two prompts");
+    uniform_lengths(s, 2, 200, 600);
+    s.query_mode = QueryMode::Prefill;
+    out.push_back(s);
+  }
+  {
+    auto s = model("llama3-8b-fp8", 8003, 32, 8, 128, "Llama-3-8B decode over an fp8 E4M3 KV cache with scales");
+    uniform_lengths(s, 8, 128, 1024);
+    s.kv_dtype = DType::F8_E4M3;
+    s.k_scale = 0.05;
+    s.v_scale = 0.02;
+    out.push_back(s);
+  }
+  {
+    auto s = model("llama3-70b", 7001, 64, 8, 128, "Llama-3-70B decode: 64/8 heads, d128");
+    uniform_lengths(s, 4, 256, 1536);
+    out.push_back(s);
+  }
+  {
+    auto s = model("mistral-7b-window", 7002, 32, 8, 128,
+                   "Mistral-7B: sliding window 4096 over contexts longer than the window, mixed batch");
+    uniform_lengths(s, 3, 4097, 4500);
+    s.sliding_window = 4096;
+    s.query_mode = QueryMode::Mixed;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 16;
+    s.q_len_max = 64;
+    out.push_back(s);
+  }
+  {
+    auto s = model("gemma2-9b-softcap", 9001, 16, 8, 256, "Gemma-2-9B: 16/8 heads, d256, logit softcap 50");
+    uniform_lengths(s, 4, 128, 768);
+    s.softcap = 50.0;
+    s.query_mode = QueryMode::Chunked;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 1;
+    s.q_len_max = 16;
+    out.push_back(s);
+  }
+  {
+    auto s = model("deepseek-192-128", 1920, 16, 16, 192, "DeepSeek-like head: K 192, V 128, 16/16 heads, mixed");
+    s.v_head_dim = 128;
+    uniform_lengths(s, 4, 64, 768);
+    s.query_mode = QueryMode::Mixed;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 2;
+    s.q_len_max = 32;
+    out.push_back(s);
+  }
+  {
+    auto s = model("mqa", 1601, 16, 1, 128, "Multi-query attention: 16 query heads over one KV head");
+    uniform_lengths(s, 8, 1, 2048);
+    out.push_back(s);
+  }
+  {
+    auto s = model("large-logits", 4001, 32, 8, 128, "Logits in the hundreds: a softmax without max subtraction overflows");
+    uniform_lengths(s, 4, 64, 1024);
+    s.profile = ValueProfile::LargeLogits;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  for (const auto& s : all_presets()) names.push_back(s.name);
+  return names;
+}
+
+Expected<SyntheticSpec> preset(const std::string& name) {
+  for (auto& s : all_presets())
+    if (s.name == name) return s;
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  return usage_error(fmt::format("unknown preset '{}'; known: {}", name, known), "preset");
+}
+
+// --- the default suite ------------------------------------------------------
+std::vector<SyntheticSpec> default_suite() {
+  std::vector<SyntheticSpec> suite;
+  std::uint64_t next_seed = 1000;
+  // A small GQA-4 geometry; each case changes what it is about.
+  auto base = [&](std::string name, std::string description) {
+    SyntheticSpec s;
+    s.name = std::move(name);
+    s.seed = next_seed++;
+    s.num_seqs = 4;
+    s.q_heads = 8;
+    s.kv_heads = 2;
+    s.head_dim = 64;
+    s.block_size = 16;
+    s.seq_len_dist = LengthDist::Uniform;
+    s.seq_len_min = 1;
+    s.seq_len_max = 100;
+    s.description = std::move(description);
+    return s;
+  };
+  auto lengths = [](SyntheticSpec& s, std::vector<std::int64_t> list) {
+    s.seq_len_dist = LengthDist::List;
+    s.num_seqs = static_cast<std::int64_t>(list.size());
+    s.seq_len_list = std::move(list);
+  };
+  auto chunked = [](SyntheticSpec& s, QueryMode mode, std::int64_t q_min, std::int64_t q_max) {
+    s.query_mode = mode;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = q_min;
+    s.q_len_max = q_max;
+  };
+
+  // Lengths.
+  { auto s = base("len-1", "every sequence holds one token"); s.seq_len_dist = LengthDist::Fixed; s.seq_len_max = 1; suite.push_back(s); }
+  { auto s = base("len-block-pm1", "lengths block-1, block, block+1, 2 block+1"); lengths(s, {15, 16, 17, 33}); suite.push_back(s); }
+  { auto s = base("len-partition-pm1", "lengths around the 512-token split partition"); s.head_dim = 128;
+    lengths(s, {511, 512, 513, 1023, 1025}); suite.push_back(s); }
+  { auto s = base("len-boundary-prefill", "boundary lengths, whole prompts"); s.seq_len_dist = LengthDist::Boundary;
+    s.seq_len_min = 1; s.seq_len_max = 600; s.num_seqs = 11; s.query_mode = QueryMode::Prefill; suite.push_back(s); }
+  { auto s = base("long-8k", "long contexts: 8k and 8k-1 tokens, decode"); s.head_dim = 128; lengths(s, {8192, 8191}); suite.push_back(s); }
+  // Block sizes.
+  { auto s = base("block-1", "block size 1"); s.block_size = 1; lengths(s, {1, 2, 7, 33}); chunked(s, QueryMode::Mixed, 1, 4); suite.push_back(s); }
+  { auto s = base("block-7", "odd block size 7"); s.block_size = 7; lengths(s, {6, 7, 8, 50}); chunked(s, QueryMode::Chunked, 1, 9); suite.push_back(s); }
+  { auto s = base("block-32", "block size 32"); s.block_size = 32; lengths(s, {31, 32, 33, 97}); suite.push_back(s); }
+  // Query modes.
+  { auto s = base("prefill", "whole prompts of awkward lengths"); lengths(s, {1, 17, 100}); s.query_mode = QueryMode::Prefill; suite.push_back(s); }
+  { auto s = base("chunked-prefill", "chunks of prompts over cached prefixes"); s.seq_len_min = 64; s.seq_len_max = 256;
+    chunked(s, QueryMode::Chunked, 1, 40); suite.push_back(s); }
+  { auto s = base("mixed-prefill-decode", "decode and chunked-prefill sequences in one batch"); s.num_seqs = 6;
+    s.seq_len_min = 20; s.seq_len_max = 300; chunked(s, QueryMode::Mixed, 2, 64); suite.push_back(s); }
+  // Dtypes: every KV dtype with every query dtype.
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    for (DType q : {DType::F32, DType::F16, DType::BF16}) {
+      auto s = base(fmt::format("dtype-q{}-kv{}", dtype_name(q), dtype_name(kv)),
+                    fmt::format("query {} over a {} KV cache", dtype_name(q), dtype_name(kv)));
+      s.query_dtype = q;
+      s.kv_dtype = kv;
+      if (is_fp8(kv)) {
+        s.k_scale = 0.05;
+        s.v_scale = 0.02;
+      }
+      chunked(s, QueryMode::Mixed, 1, 12);
+      suite.push_back(s);
+    }
+  }
+  // Layouts and table forms.
+  { auto s = base("layout-hnd-dense", "HND cache, dense table"); s.layout = KvLayout::HND; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("layout-hnd-csr", "HND cache, CSR table"); s.layout = KvLayout::HND; s.table_form = TableForm::Csr; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("layout-nhd-csr", "NHD cache, CSR table"); s.table_form = TableForm::Csr; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  // Sliding windows at the edges: 1, the length, the length - 1.
+  { auto s = base("window-1", "window 1: each token sees itself"); lengths(s, {40, 41}); s.query_mode = QueryMode::Prefill; s.sliding_window = 1; suite.push_back(s); }
+  { auto s = base("window-eq-len", "window equal to the length"); lengths(s, {40, 40}); s.query_mode = QueryMode::Prefill; s.sliding_window = 40; suite.push_back(s); }
+  { auto s = base("window-len-minus-1", "window one less than the length"); lengths(s, {40, 40}); s.query_mode = QueryMode::Prefill; s.sliding_window = 39; suite.push_back(s); }
+  { auto s = base("window-decode", "window 100 over decode contexts past it"); s.seq_len_min = 50; s.seq_len_max = 700; s.sliding_window = 100; suite.push_back(s); }
+  { auto s = base("noncausal-window", "non-causal attention with a window of 8"); lengths(s, {30, 64}); chunked(s, QueryMode::Chunked, 4, 16);
+    s.causal = false; s.sliding_window = 8; suite.push_back(s); }
+  // Softcap, scale, value profiles.
+  { auto s = base("softcap-30", "softcap 30 on LLM-like values"); s.softcap = 30; s.profile = ValueProfile::LlmLike; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("softcap-large-logits", "softcap 20 over logits in the hundreds"); s.softcap = 20; s.profile = ValueProfile::LargeLogits; suite.push_back(s); }
+  { auto s = base("large-logits", "logits in the hundreds: needs max subtraction"); s.profile = ValueProfile::LargeLogits; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("llm-like", "large key channels and an attention sink"); s.profile = ValueProfile::LlmLike; s.head_dim = 128; s.seq_len_max = 400; suite.push_back(s); }
+  { auto s = base("explicit-scale", "scale 0.3 instead of 1/sqrt(d)"); s.scale = 0.3; suite.push_back(s); }
+  // Head geometry: GQA 1, 4, 8, MQA, 192/128.
+  { auto s = base("gqa-1", "MHA: 8/8 heads"); s.kv_heads = 8; suite.push_back(s); }
+  { auto s = base("gqa-4", "GQA 4: 8/2 heads, d128"); s.head_dim = 128; suite.push_back(s); }
+  { auto s = base("gqa-8", "GQA 8: 16/2 heads"); s.q_heads = 16; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("mqa", "MQA: 8/1 heads"); s.kv_heads = 1; suite.push_back(s); }
+  { auto s = base("head-192-128", "DeepSeek-like 192/128 head"); s.head_dim = 192; s.v_head_dim = 128; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("head-256", "head dim 256"); s.head_dim = 256; suite.push_back(s); }
+  // Pages.
+  { auto s = base("shared-prefix-pages", "odd sequences share their first pages with the one before"); s.num_seqs = 6;
+    s.seq_len_min = 33; s.seq_len_max = 120; s.share_pages = true; chunked(s, QueryMode::Mixed, 1, 8); suite.push_back(s); }
+  { auto s = base("pool-8x", "a pool 8 times the pages needed"); s.pool_factor = 8; suite.push_back(s); }
+  return suite;
+}
+
+}  // namespace pagecheck

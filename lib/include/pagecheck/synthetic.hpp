@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "pagecheck/case.hpp"
@@ -17,6 +18,8 @@ enum class LengthDist : std::uint8_t {
   Fixed,     // every sequence seq_len_max (or q_len_max)
   Uniform,   // uniform in [min, max]
   List,      // cycle through `*_list`
+  Boundary,  // cycle through the awkward lengths in [min, max]: 1, block-1, block, block+1,
+             // 2 block-1, partition-1, partition, partition+1 (partition 512), ... (boundary_lengths)
 };
 
 enum class QueryMode : std::uint8_t {
@@ -84,7 +87,24 @@ Expected<SyntheticSpec> preset(const std::string& name);
 // block sizes, long contexts, mixed prefill and decode, every dtype).
 std::vector<SyntheticSpec> default_suite();
 
-// Records the generator settings of `spec` as metadata strings.
+// Records the generator settings of `spec` as metadata strings: "seed",
+// "tool_version", "generator" and "generator_settings" (one JSON object).
 std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec);
+
+// The lengths LengthDist::Boundary cycles through, ascending, inside [min, max].
+std::vector<std::int64_t> boundary_lengths(std::int64_t block_size, std::int64_t min, std::int64_t max);
+
+// Names as the CLI and the metadata spell them: "fixed", "uniform", "list",
+// "boundary"; "decode", "prefill", "chunked", "mixed"; "gaussian", "llm",
+// "large-logits". parse_* return nullopt for anything else.
+std::string_view length_dist_name(LengthDist dist);
+std::string_view query_mode_name(QueryMode mode);
+std::string_view value_profile_name(ValueProfile profile);
+std::optional<LengthDist> parse_length_dist(std::string_view name);
+std::optional<QueryMode> parse_query_mode(std::string_view name);
+std::optional<ValueProfile> parse_value_profile(std::string_view name);
+
+// The split partition the boundary cases straddle (the split-KV path's default).
+inline constexpr std::int64_t kDefaultPartitionTokens = 512;
 
 }  // namespace pagecheck
