@@ -1,0 +1,166 @@
+// Decode, direct path: one pass over each sequence's pages, one CTA per
+// (sequence, kv head, head tile of kHeadTile query heads), no workspace.
+// The heads of a GQA group share every K/V load (a group larger than the
+// tile takes several adjacent CTAs, whose K/V reads then mostly hit L2).
+// The CTA's work split, the pipeline and the softmax are in decode_common.cuh.
+//
+// Performance notes (H200, 64 seqs x 4096 context, 32 q / 8 kv heads, d128,
+// BF16, block 16, shuffled pages, L2 flushed before each repeat):
+//   see the measurement block at the end of this comment, filled in from
+//   kernels/src/dev/decode_probe.cu runs.
+//
+// Order: applicability, parameter set-up (shared with decode_split.cu),
+// kernel, launcher.
+#include <algorithm>
+#include <string>
+
+#include "decode_common.cuh"
+#include "launchers.cuh"
+
+namespace pagecheck::gpu {
+
+Applicability decode_applies(const Case& c) {
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+    if (c.q_len(s) != 1)
+      return {false, "decode paths take one query token per sequence; sequence " + std::to_string(s) +
+                         " has q_len " + std::to_string(c.q_len(s))};
+  }
+  if (!decode::query_dtype_built(c.query.dtype))
+    return {false, "query dtype " + std::string(dtype_name(c.query.dtype)) + " is not built; built: F32, F16, BF16"};
+  if (c.key_cache.dtype != c.value_cache.dtype)
+    return {false, "key cache " + std::string(dtype_name(c.key_cache.dtype)) + " and value cache " +
+                       std::string(dtype_name(c.value_cache.dtype)) + " differ; decode paths take one KV dtype"};
+  if (!decode::kv_dtype_built(c.key_cache.dtype))
+    return {false, "kv dtype " + std::string(dtype_name(c.key_cache.dtype)) +
+                       " is not built; built: F32, F16, BF16, F8_E4M3, F8_E5M2"};
+  if (!decode::head_dims_built(c.key_head_dim(), c.v_head_dim()))
+    return {false, "head_dim " + std::to_string(c.key_head_dim()) + "/" + std::to_string(c.v_head_dim()) +
+                       " is not built; built: " + decode::built_head_dims()};
+  if (c.block_size() < 1 || c.block_size() > 256)
+    return {false, "block_size " + std::to_string(c.block_size()) + " is not supported; supported: 1..256"};
+  if (c.kv_heads() < 1 || c.q_heads() % c.kv_heads() != 0)
+    return {false, "q_heads " + std::to_string(c.q_heads()) + " is not a multiple of kv_heads " +
+                       std::to_string(c.kv_heads())};
+  return {true, {}};
+}
+
+namespace decode {
+
+Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_tile, SeqFilter filter,
+                                          std::int64_t threshold_tokens) {
+  const PagedKvView& kv = view.kv;
+  if (!query_dtype_built(view.query_dtype))
+    return invalid_input("query dtype " + std::string(dtype_name(view.query_dtype)) +
+                             " is not built; built: F32, F16, BF16",
+                         "decode");
+  if (!query_dtype_built(view.output_dtype))
+    return invalid_input("output dtype " + std::string(dtype_name(view.output_dtype)) +
+                             " is not built; built: F32, F16, BF16",
+                         "decode");
+  if (view.max_q_len > 1)
+    return invalid_input("decode paths take one query token per sequence; max_q_len is " +
+                             std::to_string(view.max_q_len),
+                         "decode");
+  if (kv.block_size < 1 || kv.block_size > 256)
+    return invalid_input("block_size " + std::to_string(kv.block_size) + " is not supported; supported: 1..256",
+                         "decode");
+  if (kv.kv_heads < 1 || view.q_heads < 1 || view.q_heads % kv.kv_heads != 0)
+    return invalid_input("q_heads " + std::to_string(view.q_heads) + " is not a multiple of kv_heads " +
+                             std::to_string(kv.kv_heads),
+                         "decode");
+  if (kv.num_seqs > 0 && (view.query == nullptr || view.output == nullptr || kv.key_data == nullptr ||
+                          kv.value_data == nullptr || kv.seq_lens == nullptr || kv.page_indptr == nullptr ||
+                          kv.page_indices == nullptr || view.query_start_loc == nullptr))
+    return invalid_input("a device pointer of the case view is null", "decode");
+  const int vec_elems = view.kv_dtype == DType::F32 ? 4 : 8;
+  const std::int64_t vec_bytes = view.kv_dtype == DType::F32 ? 16 : (is_fp8(view.kv_dtype) ? 8 : 16);
+  for (const CacheStrides* st : {&kv.key_strides, &kv.value_strides}) {
+    if (st->block % vec_elems || st->slot % vec_elems || st->head % vec_elems)
+      return invalid_input("cache strides (" + std::to_string(st->block) + ", " + std::to_string(st->slot) + ", " +
+                               std::to_string(st->head) + ") are not multiples of " + std::to_string(vec_elems) +
+                               " elements",
+                           "decode");
+  }
+  if (reinterpret_cast<std::uintptr_t>(kv.key_data) % vec_bytes ||
+      reinterpret_cast<std::uintptr_t>(kv.value_data) % vec_bytes)
+    return invalid_input("key/value cache pointers are not " + std::to_string(vec_bytes) + "-byte aligned",
+                         "decode");
+  if (!(view.softcap >= 0.0f))
+    return invalid_input("softcap " + std::to_string(view.softcap) + " is negative", "decode");
+
+  DecodeParams p;
+  p.kv = kv;
+  p.query = view.query;
+  p.query_start_loc = view.query_start_loc;
+  p.output = view.output;
+  p.lse = view.lse;
+  p.window = view.window;
+  p.threshold_tokens = threshold_tokens;
+  p.q_heads = view.q_heads;
+  p.gqa = view.q_heads / kv.kv_heads;
+  p.head_tiles = (p.gqa + head_tile - 1) / head_tile;
+  make_fast_divisor(static_cast<std::uint32_t>(kv.block_size), p.block_magic, p.block_shift);
+  const bool capped = view.softcap > 0.0f;
+  p.q_multiplier = view.scale * view.k_scale * (capped ? 1.0f : kLog2e);
+  p.softcap = capped ? view.softcap : 0.0f;
+  p.inv_softcap = capped ? 1.0f / view.softcap : 0.0f;
+  p.v_scale = view.v_scale;
+  p.query_dtype = view.query_dtype;
+  p.output_dtype = view.output_dtype;
+  p.filter = filter;
+  return p;
+}
+
+// One CTA per (sequence, kv head, head tile), flattened into blockIdx.x with
+// the head tiles of one kv head adjacent (their K/V reads share L2).
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
+    decode_direct_kernel(const __grid_constant__ DecodeParams p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int per_seq = p.kv.kv_heads * p.head_tiles;
+  const std::int64_t seq = blockIdx.x / per_seq;
+  const int kv_head = (blockIdx.x % per_seq) / p.head_tiles;
+  const int tile = blockIdx.x % p.head_tiles;
+  const std::int32_t seq_len = p.kv.seq_lens[seq];
+  if (!seq_selected(p, seq_len)) return;
+
+  const float* merged =
+      attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+
+  const std::int64_t row = p.query_start_loc[seq];
+  const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
+  for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
+    const int h = e / T::kVHeadDim;
+    const int d = e % T::kVHeadDim;
+    float m, l;
+    const float o = combine_warps<T>(merged, h, d, m, l);
+    const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
+    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
+    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
+  }
+}
+
+Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int64_t threshold_tokens,
+                          cudaStream_t stream) {
+  return dispatch_decode(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
+    using T = decltype(traits);
+    auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
+    if (!params.ok()) return params.error();
+    const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * params->head_tiles;
+    if (ctas == 0) return {};
+    if (ctas > 0x7fffffff) return invalid_input("too many (sequence, head) pairs for one launch", "direct");
+    auto kernel = decode_direct_kernel<T>;
+    PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
+    kernel<<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(*params);
+    CUDA_TRY_LAUNCH();
+    return {};
+  });
+}
+
+}  // namespace decode
+
+Status launch_direct(const DeviceCaseView& view, cudaStream_t stream) {
+  return decode::launch_direct_impl(view, decode::SeqFilter::All, 0, stream);
+}
+
+}  // namespace pagecheck::gpu

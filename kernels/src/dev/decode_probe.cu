@@ -1,0 +1,594 @@
+// Standalone device check and benchmark of the decode kernels (direct, split,
+// auto), independent of the GPU core harness. Not part of the library build.
+//
+// Build (here, no GPU needed):  scripts/build_decode_probe.sh  -> devbin/decode_probe
+// Run (on the GPU machine):     devbin/decode_probe [check|bench|all]
+//
+// check: random paged cases (fixed seeds) over block sizes, lengths, dtypes,
+//   layouts, GQA ratios, windows, softcap; outputs poisoned with NaN, compared
+//   element-wise with a float64 CPU loop; each path run twice (bitwise equal);
+//   split vs direct; a CUDA graph captured at capacity and replayed after the
+//   lengths and a page change in place; a > 2^31-element cache with block ids
+//   above 65535.
+// bench: the issue-3 shapes (32 q / 8 kv heads, d128, BF16, block 16,
+//   shuffled pages), L2 flushed before each timed repeat, CUDA events, median.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../launchers.cuh"
+#include "pagecheck/dtype.hpp"
+
+using namespace pagecheck;
+using namespace pagecheck::gpu;
+
+#define CK(x)                                                                               \
+  do {                                                                                      \
+    cudaError_t e_ = (x);                                                                   \
+    if (e_ != cudaSuccess) {                                                                \
+      std::fprintf(stderr, "CUDA %s at %s:%d: %s\n", #x, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                         \
+    }                                                                                       \
+  } while (0)
+
+static void ok_or_die(const Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", what, s.error().describe().c_str());
+    std::exit(3);
+  }
+}
+
+struct Config {
+  std::vector<int> seq_lens;
+  int q_heads = 8, kv_heads = 2, dk = 128, dv = 128, block = 16;
+  DType kv = DType::BF16, q = DType::BF16;
+  KvLayout layout = KvLayout::NHD;
+  std::int64_t window = 0;
+  float softcap = 0, k_scale = 1, v_scale = 1;
+  bool lse = true;
+  std::int64_t num_blocks = 0;  // 0: used pages + a few spare
+  bool high_ids = false;        // place pages at the top of a large cache
+  bool fast_fill = false;       // benchmark: BF16 bits straight from a cheap generator, no reference
+  unsigned seed = 1;
+  std::string label() const {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "seqs=%zu q=%d kv=%d d=%d/%d bs=%d kv=%s q=%s %s win=%lld cap=%g ks=%g vs=%g",
+                  seq_lens.size(), q_heads, kv_heads, dk, dv, block, std::string(dtype_name(kv)).c_str(),
+                  std::string(dtype_name(q)).c_str(), layout == KvLayout::NHD ? "NHD" : "HND", (long long)window,
+                  softcap, k_scale, v_scale);
+    return buf;
+  }
+};
+
+static void store(DType d, std::vector<std::uint8_t>& buf, std::size_t i, float v) {
+  switch (d) {
+    case DType::F32: std::memcpy(&buf[i * 4], &v, 4); break;
+    case DType::F16: { std::uint16_t b = float_to_f16(v); std::memcpy(&buf[i * 2], &b, 2); break; }
+    case DType::BF16: { std::uint16_t b = float_to_bf16(v); std::memcpy(&buf[i * 2], &b, 2); break; }
+    case DType::F8_E4M3: buf[i] = float_to_fp8_e4m3(v); break;
+    case DType::F8_E5M2: buf[i] = float_to_fp8_e5m2(v); break;
+    default: break;
+  }
+}
+static double load(DType d, const std::vector<std::uint8_t>& buf, std::size_t i) {
+  return load_element(d, reinterpret_cast<const std::byte*>(buf.data()), i);
+}
+
+// A case held on the host (pages compact, in their physical order) and on the device.
+struct Built {
+  Config cfg;
+  std::int64_t page_elems_k = 0, page_elems_v = 0;
+  std::vector<std::uint8_t> hk, hv, hq;     // host pages [used][page], query [seqs][q_heads][dk]
+  std::vector<float> fk, fv, fq;            // the same, decoded
+  std::vector<std::int32_t> page_ids;       // physical id of used page u
+  std::vector<std::int64_t> indptr;         // per sequence into table
+  std::vector<std::int32_t> table;          // logical page -> physical id
+  std::vector<std::int32_t> table_used;     // logical page -> used index
+  std::vector<std::int32_t> qsl;
+  CacheStrides ks, vs;
+  // device
+  void *dk = nullptr, *dv = nullptr, *dq = nullptr, *dout = nullptr;
+  float* dlse = nullptr;
+  std::int32_t *dtable = nullptr, *dlens = nullptr, *dqsl = nullptr;
+  std::int64_t* dindptr = nullptr;
+  DeviceCaseView view;
+  std::int64_t num_blocks = 0;
+  int max_len = 0;
+};
+
+static Built build(const Config& c) {
+  Built b;
+  b.cfg = c;
+  std::mt19937_64 rng(c.seed);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const std::int64_t ns = c.seq_lens.size();
+  b.ks = cache_strides(c.layout, c.block, c.kv_heads, c.dk);
+  b.vs = cache_strides(c.layout, c.block, c.kv_heads, c.dv);
+  b.page_elems_k = b.ks.block;
+  b.page_elems_v = b.vs.block;
+  std::int64_t used = 0;
+  b.indptr.push_back(0);
+  for (int L : c.seq_lens) b.max_len = std::max(b.max_len, L);
+  for (size_t s = 0; s < c.seq_lens.size(); ++s) {
+    // every sequence gets pages for the capacity (graph replays grow it), plus one spare
+    const std::int64_t np = (b.max_len + c.block - 1) / c.block + 1;
+    used += np;
+    b.indptr.push_back(used);
+  }
+  b.num_blocks = c.num_blocks ? c.num_blocks : used + 7;
+  std::vector<std::int32_t> ids(b.num_blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  if (c.high_ids) std::sort(ids.begin(), ids.end(), std::greater<>());
+  ids.resize(used);
+  if (c.high_ids) std::shuffle(ids.begin(), ids.end(), rng);
+  b.page_ids = ids;
+  b.table = ids;
+  b.table_used.resize(used);
+  std::iota(b.table_used.begin(), b.table_used.end(), 0);
+  const std::size_t es = dtype_size(c.kv);
+  b.hk.resize(used * b.page_elems_k * es);
+  b.hv.resize(used * b.page_elems_v * es);
+  const float amp = is_fp8(c.kv) ? 4.0f : 1.0f;
+  b.hq.resize(ns * c.q_heads * c.dk * dtype_size(c.q));
+  if (c.fast_fill) {
+    std::uint64_t x = c.seed * 0x9E3779B97F4A7C15ull + 1;
+    auto fill16 = [&](std::vector<std::uint8_t>& buf) {
+      std::uint16_t* p = reinterpret_cast<std::uint16_t*>(buf.data());
+      for (size_t i = 0; i < buf.size() / 2; ++i) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        p[i] = static_cast<std::uint16_t>(0x3F00 | (x & 0x807F));  // +-[0.5, 1)
+      }
+    };
+    fill16(b.hk);
+    fill16(b.hv);
+    fill16(b.hq);
+  } else {
+    for (std::size_t i = 0; i < (std::size_t)(used * b.page_elems_k); ++i) store(c.kv, b.hk, i, amp * uni(rng));
+    for (std::size_t i = 0; i < (std::size_t)(used * b.page_elems_v); ++i) store(c.kv, b.hv, i, amp * uni(rng));
+    for (std::size_t i = 0; i < (std::size_t)(ns * c.q_heads * c.dk); ++i) store(c.q, b.hq, i, 2.0f * uni(rng));
+    auto decode_all = [](DType d, const std::vector<std::uint8_t>& buf, std::vector<float>& out) {
+      out.resize(buf.size() / dtype_size(d));
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(load(d, buf, i));
+    };
+    decode_all(c.kv, b.hk, b.fk);
+    decode_all(c.kv, b.hv, b.fv);
+    decode_all(c.q, b.hq, b.fq);
+  }
+  for (int s = 0; s <= ns; ++s) b.qsl.push_back(s);
+
+  CK(cudaMalloc(&b.dk, b.num_blocks * b.page_elems_k * es));
+  CK(cudaMalloc(&b.dv, b.num_blocks * b.page_elems_v * es));
+  CK(cudaMemset(b.dk, 0xff, b.num_blocks * b.page_elems_k * es));  // NaN in every unused page
+  CK(cudaMemset(b.dv, 0xff, b.num_blocks * b.page_elems_v * es));
+  for (std::int64_t u = 0; u < used; ++u) {
+    CK(cudaMemcpy(static_cast<char*>(b.dk) + (std::size_t)b.page_ids[u] * b.page_elems_k * es,
+                  b.hk.data() + u * b.page_elems_k * es, b.page_elems_k * es, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(static_cast<char*>(b.dv) + (std::size_t)b.page_ids[u] * b.page_elems_v * es,
+                  b.hv.data() + u * b.page_elems_v * es, b.page_elems_v * es, cudaMemcpyHostToDevice));
+  }
+  CK(cudaMalloc(&b.dq, b.hq.size()));
+  CK(cudaMemcpy(b.dq, b.hq.data(), b.hq.size(), cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.dout, ns * c.q_heads * c.dv * dtype_size(c.q)));
+  CK(cudaMalloc(&b.dlse, ns * c.q_heads * 4));
+  CK(cudaMalloc(&b.dtable, b.table.size() * 4));
+  CK(cudaMemcpy(b.dtable, b.table.data(), b.table.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.dindptr, b.indptr.size() * 8));
+  CK(cudaMemcpy(b.dindptr, b.indptr.data(), b.indptr.size() * 8, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.dlens, ns * 4));
+  CK(cudaMemcpy(b.dlens, c.seq_lens.data(), ns * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.dqsl, (ns + 1) * 4));
+  CK(cudaMemcpy(b.dqsl, b.qsl.data(), (ns + 1) * 4, cudaMemcpyHostToDevice));
+
+  DeviceCaseView& v = b.view;
+  v.kv.key_data = b.dk;
+  v.kv.value_data = b.dv;
+  v.kv.page_indices = b.dtable;
+  v.kv.page_indptr = b.dindptr;
+  v.kv.seq_lens = b.dlens;
+  v.kv.num_seqs = ns;
+  v.kv.num_blocks = b.num_blocks;
+  v.kv.block_size = c.block;
+  v.kv.kv_heads = c.kv_heads;
+  v.kv.head_dim = c.dk;
+  v.kv.v_head_dim = c.dv;
+  v.kv.key_strides = b.ks;
+  v.kv.value_strides = b.vs;
+  v.kv_dtype = c.kv;
+  v.query = b.dq;
+  v.query_dtype = c.q;
+  v.query_start_loc = b.dqsl;
+  v.output = b.dout;
+  v.output_dtype = c.q;
+  v.lse = c.lse ? b.dlse : nullptr;
+  v.num_tokens = ns;
+  v.q_heads = c.q_heads;
+  v.max_q_len = 1;
+  v.max_seq_len = b.max_len;
+  v.scale = 1.0f / std::sqrt((float)c.dk);
+  v.softcap = c.softcap;
+  v.k_scale = c.k_scale;
+  v.v_scale = c.v_scale;
+  v.window = c.window;
+  return b;
+}
+
+static void release(Built& b) {
+  for (void* p : {b.dk, b.dv, b.dq, b.dout, (void*)b.dlse, (void*)b.dtable, (void*)b.dlens, (void*)b.dqsl,
+                  (void*)b.dindptr})
+    cudaFree(p);
+}
+
+// float64 reference over the current lengths and table (host copies).
+static void reference(const Built& b, const std::vector<int>& lens, std::vector<double>& out, std::vector<double>& lse) {
+  const Config& c = b.cfg;
+  const int ns = lens.size(), gqa = c.q_heads / c.kv_heads;
+  out.assign((size_t)ns * c.q_heads * c.dv, 0.0);
+  lse.assign((size_t)ns * c.q_heads, -INFINITY);
+  const double scale = b.view.scale;
+  for (int s = 0; s < ns; ++s) {
+    const int L = lens[s];
+    const std::int64_t begin = c.window > 0 ? std::max<std::int64_t>(0, L - c.window) : 0;
+    for (int qh = 0; qh < c.q_heads; ++qh) {
+      const int kvh = qh / gqa;
+      std::vector<double> logit(L, -INFINITY);
+      double mx = -INFINITY;
+      for (std::int64_t j = begin; j < L; ++j) {
+        const std::int64_t u = b.table_used[b.indptr[s] + j / c.block];
+        const std::int64_t off = u * b.page_elems_k + (j % c.block) * b.ks.slot + kvh * b.ks.head;
+        double dot = 0;
+        for (int d = 0; d < c.dk; ++d)
+          dot += (double)b.fq[((size_t)s * c.q_heads + qh) * c.dk + d] * b.fk[off + d] * c.k_scale;
+        double x = dot * scale;
+        if (c.softcap > 0) x = c.softcap * std::tanh(x / c.softcap);
+        logit[j] = x;
+        mx = std::max(mx, x);
+      }
+      if (L - begin <= 0) continue;
+      double sum = 0;
+      std::vector<double> acc(c.dv, 0.0);
+      for (std::int64_t j = begin; j < L; ++j) {
+        const double p = std::exp(logit[j] - mx);
+        sum += p;
+        const std::int64_t u = b.table_used[b.indptr[s] + j / c.block];
+        const std::int64_t off = u * b.page_elems_v + (j % c.block) * b.vs.slot + kvh * b.vs.head;
+        for (int d = 0; d < c.dv; ++d) acc[d] += p * b.fv[off + d] * c.v_scale;
+      }
+      for (int d = 0; d < c.dv; ++d) out[((size_t)s * c.q_heads + qh) * c.dv + d] = acc[d] / sum;
+      lse[(size_t)s * c.q_heads + qh] = mx + std::log(sum);
+    }
+  }
+}
+
+struct Result {
+  std::vector<float> out, lse;
+  std::vector<std::uint8_t> raw;
+};
+static Result fetch(const Built& b) {
+  Result r;
+  const size_t n = b.cfg.seq_lens.size() * b.cfg.q_heads * b.cfg.dv;
+  r.raw.resize(n * dtype_size(b.cfg.q));
+  CK(cudaMemcpy(r.raw.data(), b.dout, r.raw.size(), cudaMemcpyDeviceToHost));
+  r.out.resize(n);
+  for (size_t i = 0; i < n; ++i) r.out[i] = load(b.cfg.q, r.raw, i);
+  r.lse.resize(b.cfg.seq_lens.size() * b.cfg.q_heads);
+  CK(cudaMemcpy(r.lse.data(), b.dlse, r.lse.size() * 4, cudaMemcpyDeviceToHost));
+  return r;
+}
+static void poison(const Built& b) {
+  CK(cudaMemset(b.dout, 0xff, b.cfg.seq_lens.size() * b.cfg.q_heads * b.cfg.dv * dtype_size(b.cfg.q)));
+  CK(cudaMemset(b.dlse, 0xff, b.cfg.seq_lens.size() * b.cfg.q_heads * 4));
+}
+
+static int g_failures = 0;
+static double g_worst = 0;
+
+// Relative L2 error, NaN/unwritten count; prints on failure.
+static bool compare(const char* path, const Built& b, const Result& r, const std::vector<double>& ref,
+                    const std::vector<double>& ref_lse) {
+  double num = 0, den = 0, lse_err = 0;
+  long bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(r.out[i])) { ++bad; continue; }
+    num += (r.out[i] - ref[i]) * (r.out[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  if (b.cfg.lse)
+    for (size_t i = 0; i < ref_lse.size(); ++i) {
+      if (std::isinf(ref_lse[i])) {
+        if (!(std::isinf(r.lse[i]) && r.lse[i] < 0)) ++bad;
+        continue;
+      }
+      if (!std::isfinite(r.lse[i])) { ++bad; continue; }
+      lse_err = std::max(lse_err, std::fabs(r.lse[i] - ref_lse[i]));
+    }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  const double tol = b.cfg.q == DType::F32 ? (is_fp8(b.cfg.kv) ? 2e-4 : 2e-5) : 1e-2;
+  const bool pass = bad == 0 && rel <= tol && lse_err <= 1e-3;
+  g_worst = std::max(g_worst, rel / tol);
+  if (!pass) {
+    ++g_failures;
+    std::printf("FAIL %-6s rel=%.3g (tol %.1g) lse_err=%.3g nonfinite=%ld  %s\n", path, rel, tol, lse_err, bad,
+                b.cfg.label().c_str());
+  }
+  return pass;
+}
+
+static SplitWorkspace make_ws(const DeviceCaseView& v, std::int64_t P, std::vector<void*>& keep) {
+  SplitWorkspace ws;
+  ws.max_partitions = std::max<std::int64_t>(1, (v.max_seq_len + P - 1) / P);
+  const size_t so = split_partial_out_floats(v, P), ss = split_stat_floats(v, P);
+  CK(cudaMalloc(&ws.partial_out, so * 4));
+  CK(cudaMalloc(&ws.partial_max, ss * 4));
+  CK(cudaMalloc(&ws.partial_sum, ss * 4));
+  CK(cudaMemset(ws.partial_out, 0xff, so * 4));
+  CK(cudaMemset(ws.partial_max, 0xff, ss * 4));
+  CK(cudaMemset(ws.partial_sum, 0xff, ss * 4));
+  keep.insert(keep.end(), {ws.partial_out, ws.partial_max, ws.partial_sum});
+  return ws;
+}
+
+static void check_case(const Config& c, std::int64_t P, std::int64_t threshold) {
+  Built b = build(c);
+  std::vector<double> ref, ref_lse;
+  reference(b, c.seq_lens, ref, ref_lse);
+  std::vector<void*> keep;
+  SplitWorkspace ws = make_ws(b.view, P, keep);
+  Result first[3];
+  for (int rep = 0; rep < 2; ++rep) {
+    for (int path = 0; path < 3; ++path) {
+      poison(b);
+      Status st = path == 0 ? launch_direct(b.view, 0)
+                  : path == 1 ? launch_split(b.view, ws, P, 0)
+                              : launch_auto(b.view, ws, P, threshold, 0);
+      ok_or_die(st, "launch");
+      CK(cudaDeviceSynchronize());
+      Result r = fetch(b);
+      const char* name = path == 0 ? "direct" : path == 1 ? "split" : "auto";
+      if (rep == 0) {
+        compare(name, b, r, ref, ref_lse);
+        first[path] = r;
+      } else if (r.raw != first[path].raw ||
+                 std::memcmp(r.lse.data(), first[path].lse.data(), r.lse.size() * 4) != 0) {
+        ++g_failures;
+        std::printf("FAIL %s not bitwise repeatable  %s\n", name, c.label().c_str());
+      }
+    }
+  }
+  for (void* p : keep) cudaFree(p);
+  release(b);
+}
+
+// Graph capture at capacity; lengths and a page change in place; replay vs reference.
+static void check_graph(const Config& c, std::int64_t P) {
+  Built b = build(c);
+  std::vector<void*> keep;
+  SplitWorkspace ws = make_ws(b.view, P, keep);
+  cudaStream_t stream;
+  CK(cudaStreamCreate(&stream));
+  for (int path = 0; path < 3; ++path) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    Status st = path == 0 ? launch_direct(b.view, stream)
+                : path == 1 ? launch_split(b.view, ws, P, stream)
+                            : launch_auto(b.view, ws, P, P, stream);
+    ok_or_die(st, "capture launch");
+    CK(cudaStreamEndCapture(stream, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    std::mt19937 rng(c.seed + 100 + path);
+    for (int round = 0; round < 3; ++round) {
+      std::vector<int> lens = c.seq_lens;
+      for (auto& L : lens) L = round == 0 ? L : (int)(rng() % (b.max_len + 1));
+      if (round == 2) lens[0] = b.max_len;
+      // swap two logical pages of sequence 0 (table and reference both)
+      Built& m = b;
+      const std::int64_t np0 = m.indptr[1] - m.indptr[0];
+      if (np0 >= 2) {
+        std::swap(m.table[0], m.table[np0 - 1]);
+        std::swap(m.table_used[0], m.table_used[np0 - 1]);
+      }
+      CK(cudaMemcpyAsync(b.dtable, m.table.data(), m.table.size() * 4, cudaMemcpyHostToDevice, stream));
+      CK(cudaMemcpyAsync(b.dlens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice, stream));
+      CK(cudaStreamSynchronize(stream));
+      poison(b);
+      CK(cudaGraphLaunch(exec, stream));
+      CK(cudaStreamSynchronize(stream));
+      Result r = fetch(b);
+      std::vector<double> ref, ref_lse;
+      reference(b, lens, ref, ref_lse);
+      compare(path == 0 ? "g-dir" : path == 1 ? "g-split" : "g-auto", b, r, ref, ref_lse);
+    }
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaMemcpy(b.dlens, c.seq_lens.data(), c.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+  }
+  CK(cudaStreamDestroy(stream));
+  for (void* p : keep) cudaFree(p);
+  release(b);
+}
+
+static void run_checks() {
+  int cases = 0;
+  const DType kvs[] = {DType::BF16, DType::F16, DType::F32, DType::F8_E4M3, DType::F8_E5M2};
+  const DType qs[] = {DType::BF16, DType::F16, DType::F32};
+  const int blocks[] = {1, 7, 16, 32, 256};
+  const int dims[][2] = {{128, 128}, {64, 64}, {256, 256}, {192, 128}};
+  const int heads[][2] = {{8, 2}, {8, 8}, {8, 1}, {32, 8}, {12, 1}, {6, 2}};
+  unsigned seed = 1;
+  for (int di = 0; di < 4; ++di)
+    for (int ki = 0; ki < 5; ++ki)
+      for (int bi = 0; bi < 5; ++bi) {
+        Config c;
+        c.seed = seed++;
+        c.dk = dims[di][0];
+        c.dv = dims[di][1];
+        c.kv = kvs[ki];
+        c.q = qs[(di + ki + bi) % 3];
+        c.block = blocks[bi];
+        c.q_heads = heads[(ki + bi) % 6][0];
+        c.kv_heads = heads[(ki + bi) % 6][1];
+        c.layout = (bi + di) % 2 ? KvLayout::HND : KvLayout::NHD;
+        const int B = c.block;
+        c.seq_lens = {1, B - 1 > 0 ? B - 1 : 2, B + 1, 511, 512, 513, 1000 + (int)seed % 77};
+        c.window = (ki + bi) % 3 == 0 ? 0 : (ki + bi) % 3 == 1 ? 100 : 513;
+        c.softcap = (di + bi) % 3 == 0 ? 20.0f : 0.0f;
+        c.k_scale = is_fp8(c.kv) ? 0.25f : 1.0f;
+        c.v_scale = is_fp8(c.kv) ? 0.5f : 1.0f;
+        c.lse = (bi % 4) != 3;
+        check_case(c, 512, 600);
+        ++cases;
+      }
+  // window edges and partition edges
+  for (std::int64_t win : {1, 2, 255, 256, 257, 4096}) {
+    Config c;
+    c.seed = seed++;
+    c.window = win;
+    c.seq_lens = {1, 255, 256, 257, 1024, 2049, 3000};
+    check_case(c, 256, 300);
+    ++cases;
+  }
+  for (std::int64_t P : {1, 16, 100, 1024}) {
+    Config c;
+    c.seed = seed++;
+    c.seq_lens = {1, 17, 99, 100, 101, 1025, 700};
+    c.q_heads = 16;
+    c.kv_heads = 4;
+    check_case(c, P, 100);
+    ++cases;
+  }
+  std::printf("checks: %d cases x 3 paths, failures so far %d, worst err/tol %.3f\n", cases, g_failures, g_worst);
+  // graphs
+  {
+    Config c;
+    c.seed = 77;
+    c.seq_lens = {100, 2000, 1, 777};
+    check_graph(c, 256);
+    c.window = 300;
+    c.block = 7;
+    c.layout = KvLayout::HND;
+    check_graph(c, 128);
+  }
+  std::printf("graph checks done, failures %d\n", g_failures);
+  // > 2^31 elements, block ids above 65535: 70000 blocks x 16 x 8 heads x 256 fp8 = 2.29e9 elements.
+  {
+    Config c;
+    c.seed = 99;
+    c.kv = DType::F8_E5M2;
+    c.q = DType::F16;
+    c.dk = c.dv = 256;
+    c.q_heads = 16;
+    c.kv_heads = 8;
+    c.block = 16;
+    c.num_blocks = 70000;
+    c.high_ids = true;
+    c.seq_lens = {300, 1000};
+    check_case(c, 256, 500);
+  }
+  std::printf("large-cache check done, failures %d, worst err/tol %.3f\n", g_failures, g_worst);
+}
+
+// ---- benchmark ---------------------------------------------------------------------
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+static void run_bench() {
+  // copy ceiling
+  {
+    const size_t n = 2ull << 30;
+    void *a, *bb;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&bb, n));
+    CK(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> t;
+    for (int i = 0; i < 8; ++i) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(bb, a, n, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (i) t.push_back(ms);
+    }
+    std::printf("copy: %.1f GB/s (read+write)\n", 2.0 * n / (median(t) * 1e6));
+    cudaFree(a);
+    cudaFree(bb);
+  }
+  void* flush;
+  const size_t flush_bytes = 256ull << 20;
+  CK(cudaMalloc(&flush, flush_bytes));
+  struct Shape {
+    int seqs, ctx;
+  } shapes[] = {{64, 4096}, {256, 1024}, {8, 8192}, {1, 32768}};
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::printf("%-12s %-14s %10s %10s %10s\n", "shape", "path", "median_us", "min_us", "KV_GB/s");
+  for (auto sh : shapes) {
+    Config c;
+    c.seed = 5;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.seq_lens.assign(sh.seqs, sh.ctx);
+    c.lse = true;
+    c.fast_fill = true;
+    Built b = build(c);
+    const double kv_bytes = 2.0 * sh.seqs * (double)sh.ctx * c.kv_heads * c.dk * 2;
+    std::vector<void*> keep;
+    for (int variant = 0; variant < 5; ++variant) {
+      const std::int64_t P = variant == 1 ? 256 : variant == 2 ? 512 : variant == 3 ? 1024 : 512;
+      SplitWorkspace ws = variant ? make_ws(b.view, P, keep) : SplitWorkspace{};
+      auto launch = [&]() {
+        if (variant == 0) return launch_direct(b.view, 0);
+        if (variant == 4) return launch_auto(b.view, ws, P, 2048, 0);
+        return launch_split(b.view, ws, P, 0);
+      };
+      for (int i = 0; i < 3; ++i) ok_or_die(launch(), "bench");
+      std::vector<float> t;
+      for (int i = 0; i < 30; ++i) {
+        CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
+        CK(cudaEventRecord(e0));
+        ok_or_die(launch(), "bench");
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms);
+      }
+      char name[32];
+      std::snprintf(name, sizeof name, variant == 0 ? "direct" : variant == 4 ? "auto:%lld:2048" : "split:%lld",
+                    (long long)P);
+      char shape[32];
+      std::snprintf(shape, sizeof shape, "%dx%d", sh.seqs, sh.ctx);
+      const float med = median(t), mn = *std::min_element(t.begin(), t.end());
+      std::printf("%-12s %-14s %10.1f %10.1f %10.1f\n", shape, name, med * 1e3, mn * 1e3, kv_bytes / (med * 1e6));
+    }
+    for (void* p : keep) cudaFree(p);
+    release(b);
+  }
+  cudaFree(flush);
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "all";
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  if (mode == "check" || mode == "all") run_checks();
+  if (mode == "bench" || mode == "all") run_bench();
+  std::printf("RESULT failures=%d worst_err_over_tol=%.3f\n", g_failures, g_worst);
+  return g_failures ? 1 : 0;
+}
