@@ -2,6 +2,7 @@
 // the writer against the reader (every dtype).
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -272,7 +273,23 @@ TEST_CASE("malformed files: each rule gives InvalidInput naming the problem") {
   }
 }
 
+TEST_CASE("no crash: a header nested a million levels deep") {
+  const std::string deep = std::string(1'000'000, '[') + std::string(1'000'000, ']');
+  CHECK(read_error(make_file(deep)).find("must be a JSON object, got a deeply nested array") != std::string::npos);
+  const std::string deep_shape = R"({"a":{"dtype":"F32","shape":)" + std::string(100'000, '[') +
+                                 std::string(100'000, ']') + R"(,"data_offsets":[0,0]}})";
+  CHECK(read_error(make_file(deep_shape)).find("shape of tensor 'a' must be a list") != std::string::npos);
+  CHECK(read_error(make_file(std::string(500'000, '{'))).find("not valid JSON") != std::string::npos);
+}
+
 TEST_CASE("paths that are not readable case files") {
+  const fs::path fifo = temp_dir() / "fifo.safetensors";
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto from_fifo = read_safetensors(fifo);  // must not block waiting for a writer
+  REQUIRE_FALSE(from_fifo.ok());
+  CHECK(from_fifo.error().message.find("not a regular file") != std::string::npos);
+
   auto missing = read_safetensors(temp_dir() / "does_not_exist.safetensors");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::InvalidInput);

@@ -283,11 +283,14 @@ Expected<Case> build_case(SafetensorsFile& file) {
       // A sequence with no pages (or a decreasing indptr) has no length;
       // validate_case reports the table, so leave seq_len 0 here.
       if (pages < 1) continue;
-      const std::int64_t length = (pages - 1) * block_size + last_values[s];
-      if (length > std::numeric_limits<std::int32_t>::max() || length < std::numeric_limits<std::int32_t>::min())
-        return invalid_input(fmt::format("sequence {}: {} pages of {} with kv_last_page_len[{}] = {} give {} tokens, "
-                                         "beyond the 32-bit range",
-                                         s, pages, block_size, s, last_values[s], length));
+      std::int64_t length = 0;
+      const bool overflow = __builtin_mul_overflow(pages - 1, block_size, &length) ||
+                            __builtin_add_overflow(length, static_cast<std::int64_t>(last_values[s]), &length);
+      if (overflow || length > std::numeric_limits<std::int32_t>::max() ||
+          length < std::numeric_limits<std::int32_t>::min())
+        return invalid_input(fmt::format("sequence {}: {} pages of {} tokens with kv_last_page_len[{}] = {} give a "
+                                         "length beyond the 32-bit range of seq_lens",
+                                         s, pages, block_size, s, last_values[s]));
       c.seq_lens[s] = static_cast<std::int32_t>(length);
     }
   }

@@ -75,8 +75,21 @@ std::string supported_dtype_list() {
   return out;
 }
 
-// A short rendering of a JSON value for error messages.
+// True when `value` nests no deeper than `levels` (bounded recursion).
+bool shallow(const json& value, int levels) {
+  if (!value.is_structured()) return true;
+  if (levels == 0) return false;
+  for (const auto& child : value) {
+    if (!shallow(child, levels - 1)) return false;
+  }
+  return true;
+}
+
+// A short rendering of a JSON value for error messages. Deeply nested
+// values are only named: dump() recurses, and a hostile header nests
+// millions deep.
 std::string excerpt(const json& value) {
+  if (!shallow(value, 4)) return fmt::format("a deeply nested {}", value.type_name());
   std::string text = value.dump(-1, ' ', true, json::error_handler_t::replace);
   if (text.size() > 80) text = text.substr(0, 77) + "...";
   return text;
@@ -317,7 +330,9 @@ Expected<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes, st
 
 Expected<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
   const std::string where = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not hang; it is then refused as not a
+  // regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return invalid_input(fmt::format("cannot open: {}", std::strerror(errno)), where);
   struct stat info {};
   if (::fstat(fd, &info) != 0) {

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -31,6 +32,7 @@ class Findings {
   template <class MakeMessage>
   void add(const char* kind, MakeMessage&& make_message) {
     Count& count = counts_[kind];
+    ++total_;
     if (count.shown < kMaxPerKind) {
       out_.push_back(make_message());
       ++count.shown;
@@ -43,7 +45,8 @@ class Findings {
       if (count.hidden > 0)
         out_.push_back(fmt::format("... and {} more of the kind '{}' (first {} shown)", count.hidden, kind, kMaxPerKind));
   }
-  std::size_t size() const { return out_.size(); }
+  // Findings so far, the hidden ones included.
+  std::int64_t total() const { return total_; }
 
  private:
   struct Count {
@@ -52,6 +55,7 @@ class Findings {
   };
   std::vector<std::string>& out_;
   std::map<std::string, Count> counts_;
+  std::int64_t total_ = 0;
 };
 
 const char* layout_name(KvLayout layout) { return layout == KvLayout::NHD ? "NHD" : "HND"; }
@@ -64,7 +68,7 @@ bool dtype_in(DType d, const std::vector<DType>& allowed) {
 
 // Pass 1. Returns false when later passes cannot safely run.
 bool check_structure(const Case& c, Findings& errors) {
-  const std::size_t before = errors.size();
+  const std::int64_t before = errors.total();
   const auto check_tensor = [&](const char* name, const Tensor& t, std::int64_t rank, const char* shape,
                                 const std::vector<DType>& dtypes) {
     if (t.rank() != rank) {
@@ -96,7 +100,7 @@ bool check_structure(const Case& c, Findings& errors) {
   check_tensor("query", c.query, 3, "[num_tokens, q_heads, head_dim]", kFloat);
   check_tensor("key_cache", c.key_cache, 4, cache_shape, kCache);
   check_tensor("value_cache", c.value_cache, 4, cache_shape, kCache);
-  if (errors.size() != before) return false;
+  if (errors.total() != before) return false;
 
   if (c.q_heads() < 1) errors.add("structure", [&] { return fmt::format("query {} has no heads", c.query.describe()); });
   if (c.head_dim() < 1)
@@ -109,6 +113,14 @@ bool check_structure(const Case& c, Findings& errors) {
     errors.add("structure", [&] {
       return fmt::format("key_cache {} and value_cache {} need head dims >= 1", c.key_cache.describe(),
                          c.value_cache.describe());
+    });
+  // The shared view (paged_kv.hpp) holds these as 32-bit integers.
+  constexpr std::int64_t kInt32Max = std::numeric_limits<std::int32_t>::max();
+  if (c.block_size() > kInt32Max || c.kv_heads() > kInt32Max || c.key_head_dim() > kInt32Max ||
+      c.v_head_dim() > kInt32Max)
+    errors.add("structure", [&] {
+      return fmt::format("key_cache {} / value_cache {}: block_size, kv_heads and head dims must fit 32 bits",
+                         c.key_cache.describe(), c.value_cache.describe());
     });
   const std::size_t slot_axis = c.params.layout == KvLayout::NHD ? 1 : 2;
   const std::size_t head_axis = c.params.layout == KvLayout::NHD ? 2 : 1;
@@ -133,7 +145,7 @@ bool check_structure(const Case& c, Findings& errors) {
       return fmt::format("query_start_loc has {} entries but there are {} sequences; it needs {}",
                          c.query_start_loc.size(), num_seqs, num_seqs + 1);
     });
-  if (c.table.form == TableForm::Dense && errors.size() == before) {
+  if (c.table.form == TableForm::Dense && errors.total() == before) {
     std::int64_t entries = 0;
     if (c.table.max_blocks_per_seq < 0 || __builtin_mul_overflow(num_seqs, c.table.max_blocks_per_seq, &entries) ||
         entries != static_cast<std::int64_t>(c.table.page_indices.size())) {
@@ -171,7 +183,7 @@ bool check_structure(const Case& c, Findings& errors) {
                            c.num_tokens(), c.q_heads());
       });
   }
-  return errors.size() == before;
+  return errors.total() == before;
 }
 
 // Pass 2.
@@ -271,7 +283,7 @@ void check_sequences(const Case& c, Findings& errors, Findings& warnings) {
         continue;
       }
       usable = c.table.max_blocks_per_seq;
-      needed = (seq_len + block_size - 1) / block_size;
+      needed = seq_len / block_size + (seq_len % block_size != 0 ? 1 : 0);
       if (needed > usable)
         errors.add("capacity", [&] {
           return fmt::format("sequence {}: seq_len {} needs {} pages of {} tokens but block_table row {} has only {} "
@@ -308,7 +320,15 @@ void check_sequences(const Case& c, Findings& errors, Findings& warnings) {
       }
       usable = end - begin;
       needed = usable;
-      const std::int64_t last_page_len = seq_len - (usable - 1) * block_size;
+      std::int64_t full_pages_tokens = 0;
+      if (__builtin_mul_overflow(usable - 1, block_size, &full_pages_tokens)) {
+        errors.add("kv_last_page_len", [&] {
+          return fmt::format("sequence {}: {} pages of {} tokens are more than seq_len {} can fill", s, usable,
+                             block_size, seq_len);
+        });
+        continue;
+      }
+      const std::int64_t last_page_len = seq_len - full_pages_tokens;
       if (last_page_len < 1 || last_page_len > block_size) {
         errors.add("kv_last_page_len", [&] {
           return fmt::format("kv_last_page_len[{}] = {} must be in [1, block_size = {}]{}", s, last_page_len, block_size,
