@@ -1,6 +1,7 @@
 // run, replay and gen.
 #include "commands.hpp"
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 
@@ -92,8 +93,12 @@ int cmd_gen(const GenConfig& config) {
       fmt::print(stderr, "pagecheck: {}\n", ref.error().describe());
       return exit_code_for(ref.error().code);
     }
-    c->recorded_output = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads(), c->v_head_dim()},
-                                                    std::vector<float>(ref->output.begin(), ref->output.end()));
+    // As a runtime would record it: rounded to the output dtype.
+    std::string dtype_text = config.output_dtype;
+    for (char& ch : dtype_text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    const DType out_dtype = parse_dtype(dtype_text).value_or(DType::F32);
+    c->recorded_output =
+        Tensor::from_doubles(out_dtype, {c->num_tokens(), c->q_heads(), c->v_head_dim()}, ref->output);
     c->recorded_lse = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads()},
                                                  std::vector<float>(ref->lse.begin(), ref->lse.end()));
   }

@@ -95,6 +95,7 @@ struct GenConfig {
   CaseOptions cases;
   std::string output;
   bool with_output = false;
+  std::string output_dtype = "F32";  // of the recorded output (F32, F16, BF16)
   int threads = 0;
 };
 

@@ -92,7 +92,7 @@ int cmd_inspect(const InspectConfig& config) {
   }
   auto loaded = load_case_file(config.file);
   if (!loaded.ok()) {
-    fmt::print(stderr, "pagecheck: {}: {}\n", config.file, loaded.error().describe());
+    fmt::print(stderr, "pagecheck: {}\n", with_label(config.file, loaded.error().describe()));
     return exit_code::kInvalidInput;
   }
   const Case& c = *loaded;

@@ -159,6 +159,8 @@ int real_main(int argc, char** argv) {
   add_case_options(gen_cmd, gen.cases);
   gen_cmd->add_option("-o,--output", gen.output, "Case file to write")->required();
   gen_cmd->add_flag("--with-output", gen.with_output, "Store the reference output and LSE as the recorded result");
+  gen_cmd->add_option("--output-dtype", gen.output_dtype, "dtype of the recorded output: F32, F16 or BF16")
+      ->check(CLI::IsMember({"F32", "F16", "BF16"}, CLI::ignore_case));
   gen_cmd->add_option("--threads", gen.threads, "Reference threads (0: all cores)")->check(CLI::NonNegativeNumber);
 
   InspectConfig inspect;

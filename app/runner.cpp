@@ -11,6 +11,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "gpu_setup.hpp"
 #include "specs.hpp"
@@ -31,6 +32,10 @@ bool stdout_wants_color(bool no_color) {
   const char* term = std::getenv("TERM");
   if (term != nullptr && std::string_view(term) == "dumb") return false;
   return ::isatty(STDOUT_FILENO) == 1;
+}
+
+std::string with_label(const std::string& label, const std::string& message) {
+  return message.rfind(label, 0) == 0 ? message : label + ": " + message;
 }
 
 std::string shell_quote(const std::string& arg) {
@@ -503,7 +508,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
       CaseReport bad;
       bad.name = source.label;
       bad.errors.push_back(loaded.error().describe());
-      fmt::print(stderr, "pagecheck: {}: {}\n", source.label, loaded.error().describe());
+      fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
       if (!out.quiet) print_case(stdout, bad, report.device, color);
       std::fflush(stdout);
       report.cases.push_back(std::move(bad));
@@ -514,7 +519,8 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
                                         progress, i, sources.size());
     progress.clear();
     if (!outcome.report.errors.empty())
-      fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label, outcome.report.errors.front());
+      fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label,
+                 fmt::join(outcome.report.errors, "; "));
     if (!out.quiet) print_case(stdout, outcome.report, report.device, color);
 
     if (outcome.failing && !out.save_failing.empty()) {

@@ -32,6 +32,9 @@ Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>&
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
               const Invocation& invocation);
 
+// "label: message", unless the message already starts with the label.
+std::string with_label(const std::string& label, const std::string& message);
+
 // Shell-quotes one argument (single quotes where needed).
 std::string shell_quote(const std::string& arg);
 
