@@ -48,30 +48,38 @@ struct AttnParams {
   float out_scale = 1;   // v_scale
 };
 
-template <int DK_, int DV_, KvKind KV_, bool CONTIG_>
+template <int DK_, int DV_, KvKind KV_, bool CONTIG_, int kBlockNChoice = 0>
 struct AttnTraits {
   static constexpr int DK = DK_;
   static constexpr int DV = DV_;
   static constexpr KvKind KV = KV_;
   static constexpr bool CONTIG = CONTIG_;
-  static constexpr int kWarps = 8;
+  // FlashAttention-2 shape: 4 warps, each 32 query rows (two m16 blocks) so
+  // every K/V fragment read from shared memory feeds two mma; Q is re-read
+  // from shared memory each key tile, which keeps ~230 registers and lets two
+  // CTAs share an SM (their softmax phases then overlap the other's mma).
+  // Head dim 256: one m16 block per warp (the O accumulator alone is 128
+  // registers) and 32-key tiles.
+  static constexpr int kWarps = 4;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kBlockM = kWarps * 16;  // query rows per CTA
-  // Head dim 256: 32-key tiles keep the S fragment and smem in budget.
-  static constexpr int kBlockN = DK > 128 ? 32 : 64;
+  static constexpr int kRowBlocks = DV > 128 ? 1 : 2;  // m16 row blocks per warp
+  static constexpr int kBlockM = kWarps * 16 * kRowBlocks;  // query rows per CTA
+  static constexpr int kBlockN = kBlockNChoice ? kBlockNChoice : DK > 128 ? 32 : 64;  // keys per tile
+  static constexpr int kMinBlocks = 2;                       // CTAs per SM
   static constexpr bool kF16 = KV == KvKind::F16;  // mma operand type: F16, else BF16
   static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
-  static constexpr int kKvBytes = kFp8 ? 1 : 2;
   static constexpr int kChunksK = DK / 8;  // 16-byte chunks of one smem row (16-bit elements)
   static constexpr int kChunksV = DV / 8;
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kKBytes = kBlockN * DK * 2;
   static constexpr int kVBytes = kBlockN * DV * 2;
-  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + 2 * kVBytes;
+  static constexpr int kOffsetBytes = 2 * 2 * kBlockN * 8;  // [stage][K/V][key] int64 element offsets
+  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + 2 * kVBytes + kOffsetBytes;
   static_assert(DK % 32 == 0 && DV % 16 == 0, "head dims must be multiples of 32 (K) and 16 (V)");
   static_assert(kChunksK >= 8 && kChunksV >= 8, "the XOR swizzle needs rows of at least 8 chunks (dim >= 64)");
   static_assert(kBlockN % 16 == 0, "key tile must be a multiple of the mma k (16)");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+  static_assert(kThreads >= kBlockN, "one thread per key computes the tile's row offsets");
+  static_assert(kSmemBytes * kMinBlocks <= 227 * 1024, "shared memory over the sm_90 limit for kMinBlocks CTAs");
 };
 
 // ---- small device helpers -------------------------------------------------
@@ -208,24 +216,26 @@ __device__ __forceinline__ void store2(DType dtype, void* base, std::int64_t ind
 
 // ---- tile loads -------------------------------------------------------------
 
-// Element offset of row `token` of `kv_head` in the K (or V) source.
+// Element offset of row `token` of `kv_head` in the K (or V) source, given the
+// token's physical page (paged) or nothing (contiguous).
 template <class T, bool kValue>
-__device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, std::int64_t seq, std::int64_t token,
-                                                      int kv_head) {
+__device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, std::int64_t seq, int token,
+                                                      std::int64_t page, int kv_head) {
   if constexpr (T::CONTIG) {
     constexpr int dim = kValue ? T::DV : T::DK;
     return ((seq * p.contig_capacity + token) * p.view.kv.kv_heads + kv_head) * dim;
   } else {
-    return kValue ? p.view.kv.value_offset(seq, token, kv_head) : p.view.kv.key_offset(seq, token, kv_head);
+    const CacheStrides& st = kValue ? p.view.kv.value_strides : p.view.kv.key_strides;
+    return page * st.block + (token % p.view.kv.block_size) * st.slot + kv_head * st.head;
   }
 }
 
-// Loads keys [n0, n0 + kBlockN) of K or V into a swizzled smem tile; keys
-// outside [key_lo, key_hi) become zeros (slots past seq_len may hold NaN, and
-// P = 0 times NaN would poison the output).
+// Loads one K or V tile into a swizzled smem tile. `row_offsets` holds each
+// key's element offset (-1: outside [key_lo, key_hi), zero-filled: slots past
+// seq_len may hold NaN, and P = 0 times NaN would poison the output).
 template <class T, bool kValue>
-__device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t tile_smem, std::int64_t seq,
-                                             int kv_head, int n0, int key_lo, int key_hi) {
+__device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t tile_smem,
+                                             const std::int64_t* row_offsets) {
   constexpr int dim = kValue ? T::DV : T::DK;
   constexpr int kChunks = dim / 8;  // 16-byte chunks of one BF16/F16 row
   const char* base = static_cast<const char*>(
@@ -237,10 +247,9 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t 
       const int i = it * T::kThreads + threadIdx.x;
       if (kTotal % T::kThreads != 0 && i >= kTotal) break;
       const int row = i / kChunks, chunk = i % kChunks;
-      const int key = n0 + row;
-      const bool valid = key >= key_lo && key < key_hi;
-      const char* src = base;
-      if (valid) src += (kv_row_offset<T, kValue>(p, seq, key, kv_head) + chunk * 8) * 2;
+      const std::int64_t offset = row_offsets[row];
+      const bool valid = offset >= 0;
+      const char* src = valid ? base + (offset + chunk * 8) * 2 : base;
       cp_async16(tile_smem + swz<kChunks>(row, chunk), src, valid);
     }
   } else {
@@ -251,11 +260,9 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t 
       const int i = it * T::kThreads + threadIdx.x;
       if (kTotal % T::kThreads != 0 && i >= kTotal) break;
       const int row = i / kSrcChunks, src_chunk = i % kSrcChunks;
-      const int key = n0 + row;
+      const std::int64_t offset = row_offsets[row];
       uint4 raw = make_uint4(0, 0, 0, 0);
-      if (key >= key_lo && key < key_hi)
-        raw = __ldg(reinterpret_cast<const uint4*>(base + kv_row_offset<T, kValue>(p, seq, key, kv_head) +
-                                                   src_chunk * 16));
+      if (offset >= 0) raw = __ldg(reinterpret_cast<const uint4*>(base + offset + src_chunk * 16));
       uint4 lo, hi;
       fp8x16_to_bf16<T::KV>(raw, lo, hi);
       st_shared16(tile_smem + swz<kChunks>(row, 2 * src_chunk), lo);
@@ -264,13 +271,20 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t 
   }
 }
 
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // ---- the kernel -------------------------------------------------------------
 
 template <class T>
-__global__ void __launch_bounds__(T::kThreads, 1) attn_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const __grid_constant__ AttnParams p) {
   constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK, DV = T::DV;
-  constexpr int kNBlocks = kBlockN / 8;   // n8 blocks of S
-  constexpr int kDBlocks = DV / 8;        // n8 blocks of O
+  constexpr int kRB = T::kRowBlocks;
+  constexpr int kNBlocks = kBlockN / 8;  // n8 blocks of S
+  constexpr int kDBlocks = DV / 8;       // n8 blocks of O
   const DeviceCaseView& view = p.view;
 
   // Heaviest tiles (latest tokens: most keys under causal masking) first.
@@ -301,11 +315,29 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_kernel(const __grid_const
   key_lo = min(key_lo, key_hi);
   const int tile_first = key_lo / kBlockN;
   const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
+  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
 
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t q_smem = smem_u32(smem);
   const std::uint32_t k_smem = q_smem + T::kQBytes;
   const std::uint32_t v_smem = k_smem + 2 * T::kKBytes;
+  std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + T::kQBytes + 2 * T::kKBytes + 2 * T::kVBytes);
+  // row_offsets[(stage * 2 + is_value) * kBlockN + key]
+
+  // One thread per key: the physical page of key `threadIdx.x` of tile `kt`
+  // (read early, used late, so the table load's latency hides behind mma).
+  const auto tile_page = [&](int kt) -> std::int32_t {
+    const int key = kt * kBlockN + static_cast<int>(threadIdx.x);
+    if (T::CONTIG || threadIdx.x >= kBlockN || key < key_lo || key >= key_hi) return 0;
+    return view.kv.page_indices[table_begin + key / view.kv.block_size];
+  };
+  const auto store_offsets = [&](int kt, int stage, std::int32_t page) {
+    if (threadIdx.x >= kBlockN) return;
+    const int key = kt * kBlockN + static_cast<int>(threadIdx.x);
+    const bool valid = key >= key_lo && key < key_hi;
+    row_offsets[(stage * 2) * kBlockN + threadIdx.x] = valid ? kv_row_offset<T, false>(p, seq, key, page, kv_head) : -1;
+    row_offsets[(stage * 2 + 1) * kBlockN + threadIdx.x] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;
+  };
 
   // Q tile -> smem (operand type), rows past the sequence's query are zeros.
   {
@@ -332,158 +364,188 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_kernel(const __grid_const
     cp_async_commit();
   }
   if (tile_first < tile_end) {
-    load_kv_tile<T, false>(p, k_smem, seq, kv_head, tile_first * kBlockN, key_lo, key_hi);
-    load_kv_tile<T, true>(p, v_smem, seq, kv_head, tile_first * kBlockN, key_lo, key_hi);
+    store_offsets(tile_first, 0, tile_page(tile_first));
+    if (tile_first + 1 < tile_end) store_offsets(tile_first + 1, 1, tile_page(tile_first + 1));
+    __syncthreads();
+    load_kv_tile<T, false>(p, k_smem, row_offsets);
+    load_kv_tile<T, true>(p, v_smem, row_offsets + kBlockN);
   }
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  // Positions of this thread's two rows (g and g + 8 of the warp's 16).
-  const int my_row0 = row0 + warp * 16 + g;
-  const int pos_a = pos0 + my_row0 / group;
-  const int pos_b = pos0 + (my_row0 + 8) / group;
+  const int warp_row = warp * 16 * kRB;  // first row of this warp inside the tile
 
-  std::uint32_t qf[DK / 16][4];
-  float o[kDBlocks][4];
+  float o[kRB][kDBlocks][4];
+  float m[kRB][2], l[kRB][2];  // running max (log2 domain) and partial sum of this thread's rows
 #pragma unroll
-  for (int d = 0; d < kDBlocks; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f;
+  for (int mb = 0; mb < kRB; ++mb) {
+#pragma unroll
+    for (int d = 0; d < kDBlocks; ++d) o[mb][d][0] = o[mb][d][1] = o[mb][d][2] = o[mb][d][3] = 0.f;
+    m[mb][0] = m[mb][1] = -INFINITY;
+    l[mb][0] = l[mb][1] = 0.f;
+  }
   const bool has_softcap = p.softcap_out != 0.f;
+  // Without softcap the logit scale is folded into the exponent (one FFMA).
+  const float exp_scale = has_softcap ? 1.f : p.logit_mul;
 
   for (int kt = tile_first; kt < tile_end; ++kt) {
     const int stage = (kt - tile_first) & 1;
+    // Offsets of tile kt + 2 go where tile kt's were (its loads were issued
+    // an iteration ago); the page is loaded now and stored after the mma.
+    const bool prefetch_offsets = kt + 2 < tile_end;
+    const std::int32_t next_page = prefetch_offsets ? tile_page(kt + 2) : 0;
     if (kt + 1 < tile_end) {
-      load_kv_tile<T, false>(p, k_smem + (stage ^ 1) * T::kKBytes, seq, kv_head, (kt + 1) * kBlockN, key_lo, key_hi);
-      load_kv_tile<T, true>(p, v_smem + (stage ^ 1) * T::kVBytes, seq, kv_head, (kt + 1) * kBlockN, key_lo, key_hi);
+      const std::int64_t* next = row_offsets + (stage ^ 1) * 2 * kBlockN;
+      load_kv_tile<T, false>(p, k_smem + (stage ^ 1) * T::kKBytes, next);
+      load_kv_tile<T, true>(p, v_smem + (stage ^ 1) * T::kVBytes, next + kBlockN);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (kt == tile_first) {
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; ++kk)
-        ldmatrix_x4(q_smem + swz<T::kChunksK>(warp * 16 + (lane % 16), 2 * kk + lane / 16), qf[kk][0], qf[kk][1],
-                    qf[kk][2], qf[kk][3]);
-    }
     const std::uint32_t ks = k_smem + stage * T::kKBytes;
     const std::uint32_t vs = v_smem + stage * T::kVBytes;
 
-    // S = Q K^T for this warp's 16 rows x kBlockN keys.
-    float s[kNBlocks][4];
+    // S = Q K^T for this warp's rows x kBlockN keys (raw dot products).
+    float s[kRB][kNBlocks][4];
 #pragma unroll
-    for (int nb = 0; nb < kNBlocks; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.f;
+    for (int mb = 0; mb < kRB; ++mb)
 #pragma unroll
-    for (int kp = 0; kp < DK / 32; ++kp) {
+      for (int nb = 0; nb < kNBlocks; ++nb) s[mb][nb][0] = s[mb][nb][1] = s[mb][nb][2] = s[mb][nb][3] = 0.f;
 #pragma unroll
-      for (int nb = 0; nb < kNBlocks; ++nb) {
+    for (int kk = 0; kk < DK / 16; ++kk) {
+      std::uint32_t qa[kRB][4];
+#pragma unroll
+      for (int mb = 0; mb < kRB; ++mb)
+        ldmatrix_x4(q_smem + swz<T::kChunksK>(warp_row + mb * 16 + (lane % 16), 2 * kk + lane / 16), qa[mb][0],
+                    qa[mb][1], qa[mb][2], qa[mb][3]);
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; nb += 2) {
+        // b0,b1: keys nb*8.. ; b2,b3: keys (nb+1)*8..; dims 16*kk .. 16*kk+15.
         std::uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(ks + swz<T::kChunksK>(nb * 8 + (lane % 8), 4 * kp + lane / 8), b0, b1, b2, b3);
-        mma16816<T::kF16>(s[nb], qf[2 * kp], b0, b1);
-        mma16816<T::kF16>(s[nb], qf[2 * kp + 1], b2, b3);
+        ldmatrix_x4(ks + swz<T::kChunksK>(nb * 8 + (lane % 8) + (lane / 16) * 8, 2 * kk + (lane / 8) % 2), b0, b1,
+                    b2, b3);
+#pragma unroll
+        for (int mb = 0; mb < kRB; ++mb) {
+          mma16816<T::kF16>(s[mb][nb], qa[mb], b0, b1);
+          mma16816<T::kF16>(s[mb][nb + 1], qa[mb], b2, b3);
+        }
       }
     }
 
-    // Logits in base 2, softcap, mask.
+    // Softcap (log2 domain afterwards), then the mask; uniform branches
+    // around whole unrolled loops keep the common path branch free.
+    if (has_softcap) {
+#pragma unroll
+      for (int mb = 0; mb < kRB; ++mb)
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[mb][nb][e] = p.softcap_out * tanhf(s[mb][nb][e] * p.logit_mul);
+    }
     const int n0 = kt * kBlockN;
     const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
                            (window > 0 && n0 <= max_pos - window);
+    if (need_mask) {
 #pragma unroll
-    for (int nb = 0; nb < kNBlocks; ++nb) {
+      for (int mb = 0; mb < kRB; ++mb)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[nb][e];
-        x = has_softcap ? p.softcap_out * tanhf(x * p.logit_mul) : x * p.logit_mul;
-        if (need_mask) {
-          const int key = n0 + nb * 8 + 2 * t + (e & 1);
-          const int pos = e < 2 ? pos_a : pos_b;
-          if (key < key_lo || key >= key_hi || !key_visible(key, pos, causal, window)) x = -INFINITY;
+        for (int h = 0; h < 2; ++h) {
+          const int pos = pos0 + (row0 + warp_row + mb * 16 + g + 8 * h) / group;
+          const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);  // keys < vis_hi
+          const int vis_lo = window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1))
+                                        : key_lo;  // keys >= vis_lo
+#pragma unroll
+          for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + nb * 8 + 2 * t + e;
+              if (key < vis_lo || key >= vis_hi) s[mb][nb][2 * h + e] = -INFINITY;
+            }
         }
-        s[nb][e] = x;
-      }
     }
 
     // Online softmax: new row maxima, rescale, probabilities.
-    float mx_a = m_a, mx_b = m_b;
 #pragma unroll
-    for (int nb = 0; nb < kNBlocks; ++nb) {
-      mx_a = fmaxf(mx_a, fmaxf(s[nb][0], s[nb][1]));
-      mx_b = fmaxf(mx_b, fmaxf(s[nb][2], s[nb][3]));
-    }
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-    // A row that has seen no key yet keeps max -inf: subtract 0 instead.
-    const float ref_a = mx_a == -INFINITY ? 0.f : mx_a;
-    const float ref_b = mx_b == -INFINITY ? 0.f : mx_b;
-    const float alpha_a = exp2f(m_a - ref_a), alpha_b = exp2f(m_b - ref_b);
-    m_a = mx_a;
-    m_b = mx_b;
-    float sum_a = 0.f, sum_b = 0.f;
+    for (int mb = 0; mb < kRB; ++mb) {
 #pragma unroll
-    for (int nb = 0; nb < kNBlocks; ++nb) {
-      s[nb][0] = exp2f(s[nb][0] - ref_a);
-      s[nb][1] = exp2f(s[nb][1] - ref_a);
-      s[nb][2] = exp2f(s[nb][2] - ref_b);
-      s[nb][3] = exp2f(s[nb][3] - ref_b);
-      sum_a += s[nb][0] + s[nb][1];
-      sum_b += s[nb][2] + s[nb][3];
-    }
-    l_a = l_a * alpha_a + sum_a;
-    l_b = l_b * alpha_b + sum_b;
+      for (int h = 0; h < 2; ++h) {
+        float mx = -INFINITY;
 #pragma unroll
-    for (int d = 0; d < kDBlocks; ++d) {
-      o[d][0] *= alpha_a;
-      o[d][1] *= alpha_a;
-      o[d][2] *= alpha_b;
-      o[d][3] *= alpha_b;
+        for (int nb = 0; nb < kNBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[mb][nb][2 * h], s[mb][nb][2 * h + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[mb][h], mx * exp_scale);
+        // A row that has seen no key yet keeps max -inf: subtract 0 instead.
+        const float ref = m_new == -INFINITY ? 0.f : m_new;
+        const float alpha = fast_exp2(m[mb][h] - ref);
+        m[mb][h] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb) {
+          s[mb][nb][2 * h] = fast_exp2(fmaf(s[mb][nb][2 * h], exp_scale, -ref));
+          s[mb][nb][2 * h + 1] = fast_exp2(fmaf(s[mb][nb][2 * h + 1], exp_scale, -ref));
+          sum += s[mb][nb][2 * h] + s[mb][nb][2 * h + 1];
+        }
+        l[mb][h] = l[mb][h] * alpha + sum;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; ++d) {
+          o[mb][d][2 * h] *= alpha;
+          o[mb][d][2 * h + 1] *= alpha;
+        }
+      }
     }
 
     // O += P V.
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const std::uint32_t a[4] = {pack2<T::kF16>(s[2 * kk][0], s[2 * kk][1]), pack2<T::kF16>(s[2 * kk][2], s[2 * kk][3]),
-                                  pack2<T::kF16>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                  pack2<T::kF16>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+      std::uint32_t a[kRB][4];
+#pragma unroll
+      for (int mb = 0; mb < kRB; ++mb) {
+        a[mb][0] = pack2<T::kF16>(s[mb][2 * kk][0], s[mb][2 * kk][1]);
+        a[mb][1] = pack2<T::kF16>(s[mb][2 * kk][2], s[mb][2 * kk][3]);
+        a[mb][2] = pack2<T::kF16>(s[mb][2 * kk + 1][0], s[mb][2 * kk + 1][1]);
+        a[mb][3] = pack2<T::kF16>(s[mb][2 * kk + 1][2], s[mb][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int db = 0; db < kDBlocks; db += 2) {
         std::uint32_t b0, b1, b2, b3;
         const int key = kk * 16 + (lane % 8) + ((lane / 8) & 1) * 8;
         ldmatrix_x4_trans(vs + swz<T::kChunksV>(key, db + lane / 16), b0, b1, b2, b3);
-        mma16816<T::kF16>(o[db], a, b0, b1);
-        mma16816<T::kF16>(o[db + 1], a, b2, b3);
+#pragma unroll
+        for (int mb = 0; mb < kRB; ++mb) {
+          mma16816<T::kF16>(o[mb][db], a[mb], b0, b1);
+          mma16816<T::kF16>(o[mb][db + 1], a[mb], b2, b3);
+        }
       }
     }
+    if (prefetch_offsets) store_offsets(kt + 2, stage, next_page);
     __syncthreads();  // the next iteration's loads overwrite this stage
   }
   cp_async_wait<0>();  // the Q copy when no K/V tile ran
 
   // Normalise and store; rows past the query are not ours.
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-  const float inv_a = l_a > 0.f ? p.out_scale / l_a : 0.f;
-  const float inv_b = l_b > 0.f ? p.out_scale / l_b : 0.f;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = my_row0 + half * 8;
-    if (row >= rows_total) continue;
-    const std::int64_t token = q_begin + row / group;
-    const int head = kv_head * group + row % group;
-    const std::int64_t out_row = (token * view.q_heads + head) * DV;
-    const float inv = half ? inv_b : inv_a;
+  for (int mb = 0; mb < kRB; ++mb) {
 #pragma unroll
-    for (int d = 0; d < kDBlocks; ++d)
-      store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d][2 * half] * inv,
-             o[d][2 * half + 1] * inv);
-    if (view.lse != nullptr && t == 0) {
-      const float l = half ? l_b : l_a;
-      const float m = half ? m_b : m_a;
-      view.lse[token * view.q_heads + head] = l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[mb][h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = row0 + warp_row + mb * 16 + g + 8 * h;
+      if (row >= rows_total) continue;
+      const float inv = sum > 0.f ? p.out_scale / sum : 0.f;
+      const std::int64_t token = q_begin + row / group;
+      const int head = kv_head * group + row % group;
+      const std::int64_t out_row = (token * view.q_heads + head) * DV;
+#pragma unroll
+      for (int d = 0; d < kDBlocks; ++d)
+        store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[mb][d][2 * h] * inv,
+               o[mb][d][2 * h + 1] * inv);
+      if (view.lse != nullptr && t == 0)
+        view.lse[token * view.q_heads + head] = sum > 0.f ? (m[mb][h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
     }
   }
 }
