@@ -1,1 +1,0 @@
-#include "pagecheck/gpu.hpp"

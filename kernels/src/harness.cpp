@@ -1,0 +1,421 @@
+// The path harness: poison, run, repeat, graph capture and replay with
+// changed tables, timing. See harness.cuh.
+#include "harness.cuh"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include <fmt/format.h>
+
+namespace pagecheck::gpu {
+
+// ---- byte and FLOP model ----------------------------------------------------
+
+AttentionModel attention_model(const Case& c) {
+  AttentionModel m;
+  const double kv_elem = static_cast<double>(dtype_size(c.key_cache.dtype));
+  const double dims = static_cast<double>(c.key_head_dim() + c.v_head_dim());
+  const std::int64_t window = c.params.sliding_window;
+  double keys_read = 0, visible_pairs = 0, pages_read = 0;
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+    const std::int64_t len = c.seq_lens[static_cast<std::size_t>(s)];
+    const std::int64_t q_len = c.q_len(s);
+    // Query token i of the sequence sits at position len - q_len + i.
+    const std::int64_t first_pos = len - q_len;
+    std::int64_t lo = 0;
+    if (window > 0) lo = std::max<std::int64_t>(0, first_pos - window + 1);
+    keys_read += static_cast<double>(std::max<std::int64_t>(0, len - lo));
+    if (len > 0) pages_read += static_cast<double>((len - 1) / c.block_size() - lo / c.block_size() + 1);
+    for (std::int64_t i = 0; i < q_len; ++i) {
+      const std::int64_t pos = first_pos + i;
+      std::int64_t hi = c.params.causal ? std::min(pos + 1, len) : len;  // exclusive
+      std::int64_t start = window > 0 ? std::max<std::int64_t>(0, pos - window + 1) : 0;
+      visible_pairs += static_cast<double>(std::max<std::int64_t>(0, hi - start));
+    }
+  }
+  m.kv_bytes = keys_read * static_cast<double>(c.kv_heads()) * dims * kv_elem;
+  m.q_bytes = static_cast<double>(c.query.nbytes);
+  m.o_bytes = static_cast<double>(c.num_tokens() * c.q_heads() * c.v_head_dim()) *
+              static_cast<double>(dtype_size(c.query.dtype));
+  m.table_bytes = pages_read * 4.0 + static_cast<double>(c.num_seqs()) * (4.0 + 8.0 + 4.0);
+  m.flops = 2.0 * visible_pairs * dims * static_cast<double>(c.q_heads());
+  return m;
+}
+
+namespace {
+
+// ---- poison -----------------------------------------------------------------
+// Signalling-NaN patterns that no arithmetic produces (hardware NaNs are
+// quiet), so an element still holding one was never written.
+constexpr std::uint32_t kPoisonF32 = 0x7FBADBADu;
+constexpr std::uint16_t kPoisonF16 = 0x7DADu;
+constexpr std::uint16_t kPoisonBF16 = 0x7FADu;
+
+Status poison_output(const DeviceCase& d, cudaStream_t stream) {
+  const std::int64_t n = d.output_elements();
+  switch (d.view.output_dtype) {
+    case DType::F32: PC_TRY(fill_pattern_u32(d.output.get(), n, kPoisonF32, stream)); break;
+    case DType::F16: PC_TRY(fill_pattern_u16(d.output.get(), n, kPoisonF16, stream)); break;
+    case DType::BF16: PC_TRY(fill_pattern_u16(d.output.get(), n, kPoisonBF16, stream)); break;
+    default:
+      return runtime_error(fmt::format("output dtype {} is not supported", dtype_name(d.view.output_dtype)));
+  }
+  return fill_pattern_u32(d.lse.get(), d.lse_elements(), kPoisonF32, stream);
+}
+
+std::int64_t count_poison(DType dtype, const std::vector<std::byte>& raw, std::int64_t count) {
+  std::int64_t poisoned = 0;
+  if (dtype == DType::F32) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::uint32_t v;
+      std::memcpy(&v, raw.data() + i * 4, 4);
+      poisoned += v == kPoisonF32;
+    }
+  } else {
+    const std::uint16_t pattern = dtype == DType::F16 ? kPoisonF16 : kPoisonBF16;
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::uint16_t v;
+      std::memcpy(&v, raw.data() + i * 2, 2);
+      poisoned += v == pattern;
+    }
+  }
+  return poisoned;
+}
+
+std::int64_t count_differences(const std::vector<std::byte>& a, const std::vector<std::byte>& b, std::size_t elem) {
+  std::int64_t differ = 0;
+  for (std::size_t i = 0; i + elem <= a.size(); i += elem) differ += std::memcmp(a.data() + i, b.data() + i, elem) != 0;
+  return differ;
+}
+
+// ---- runs -------------------------------------------------------------------
+
+struct Snapshot {
+  std::vector<std::byte> output;
+  std::vector<std::byte> lse;
+};
+
+Expected<Snapshot> read_back(const DeviceCase& d, cudaStream_t stream) {
+  Snapshot snap;
+  snap.output.resize(d.output.bytes());
+  snap.lse.resize(d.lse.bytes());
+  CUDA_TRY(cudaMemcpyAsync(snap.output.data(), d.output.get(), d.output.bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_TRY(cudaMemcpyAsync(snap.lse.data(), d.lse.get(), d.lse.bytes(), cudaMemcpyDeviceToHost, stream));
+  CUDA_TRY(cudaStreamSynchronize(stream));
+  return snap;
+}
+
+Status launch_stages(const PreparedPath& p, cudaStream_t stream) {
+  for (const auto& stage : p.stages) {
+    auto st = stage.launch(stream);
+    if (!st) return Error{st.error().code, st.error().message, stage.name};
+  }
+  return {};
+}
+
+Expected<Snapshot> eager_run(const DeviceCase& d, const PreparedPath& p, cudaStream_t stream) {
+  PC_TRY(poison_output(d, stream));
+  PC_TRY(launch_stages(p, stream));
+  CUDA_TRY(cudaStreamSynchronize(stream));
+  return read_back(d, stream);
+}
+
+// Captures the stages once into a graph (at the case's capacity: the view's
+// capacity fields are what the launchers size their grids from).
+Expected<GraphExec> capture(const PreparedPath& p, cudaStream_t stream) {
+  CUDA_TRY(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status launched = launch_stages(p, stream);
+  cudaGraph_t raw = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &raw);
+  Graph graph(raw);
+  if (!launched) return launched.error();
+  CUDA_TRY(ended);
+  return instantiate(graph);
+}
+
+// ---- graph check ------------------------------------------------------------
+
+// Lengths for one round of the graph check: round 0 lengthens odd sequences
+// and shortens even ones, round 1 the reverse; a sequence that cannot move
+// one way moves the other. Never above the capacity or what the sequence's
+// table entries cover, never below its q_len (or 1).
+std::vector<std::int32_t> changed_lengths(const DeviceCase& d, int round) {
+  const std::int64_t bs = d.view.kv.block_size;
+  const std::int64_t capacity = d.view.max_seq_len;
+  std::vector<std::int32_t> lens = d.host_seq_lens;
+  for (std::size_t s = 0; s < lens.size(); ++s) {
+    const std::int64_t len = lens[s];
+    const std::int64_t entries = d.host_page_indptr[s + 1] - d.host_page_indptr[s];
+    const std::int64_t max_len = std::min(capacity, entries * bs);
+    const std::int64_t min_len = std::max<std::int64_t>(1, d.q_len(static_cast<std::int64_t>(s)));
+    const std::int64_t longer = std::min(max_len, len + std::max<std::int64_t>(1, len / 2) + bs / 2 + 1);
+    const std::int64_t shorter = std::max(min_len, len - std::max<std::int64_t>(1, len / 3) - 1);
+    const bool grow = (static_cast<int>(s) + round) % 2 == 1;
+    std::int64_t next = grow ? longer : shorter;
+    if (next == len) next = grow ? shorter : longer;
+    lens[s] = static_cast<std::int32_t>(std::max(next, std::min(len, min_len)));
+  }
+  return lens;
+}
+
+struct GraphCheckResult {
+  std::vector<std::string> failures;
+  std::vector<std::string> done;  // what each round changed, for the notes
+};
+
+Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, const GraphExec& exec,
+                                       cudaStream_t stream) {
+  GraphCheckResult result;
+  const auto original_indices = d.host_page_indices;
+  const auto original_lens = d.host_seq_lens;
+  const std::int64_t bs = d.view.kv.block_size;
+  const std::size_t out_elem = dtype_size(d.view.output_dtype);
+
+  for (int round = 0; round < 2; ++round) {
+    d.host_page_indices = original_indices;
+    d.host_seq_lens = changed_lengths(d, round);
+    std::int64_t longer = 0, shorter = 0;
+    for (std::size_t s = 0; s < original_lens.size(); ++s) {
+      longer += d.host_seq_lens[s] > original_lens[s];
+      shorter += d.host_seq_lens[s] < original_lens[s];
+      // Entries that a longer context now reads must name real pages: a
+      // dense table's padding may hold anything; point it at the sequence's
+      // first page.
+      const std::int64_t used = (d.host_seq_lens[s] + bs - 1) / bs;
+      const std::int64_t base = d.host_page_indptr[s];
+      for (std::int64_t e = 0; e < used; ++e) {
+        auto& page = d.host_page_indices[static_cast<std::size_t>(base + e)];
+        if (page < 0 || page >= d.view.kv.num_blocks || page == d.spare_page) page = d.host_page_indices[static_cast<std::size_t>(base)];
+      }
+    }
+    std::string change = fmt::format("round {}: {} longer, {} shorter", round + 1, longer, shorter);
+    if (round == 0 && d.spare_page >= 0 && !d.host_seq_lens.empty()) {
+      // Move the middle page of the longest sequence to the free page.
+      const auto longest = static_cast<std::size_t>(
+          std::max_element(d.host_seq_lens.begin(), d.host_seq_lens.end()) - d.host_seq_lens.begin());
+      const std::int64_t used = (d.host_seq_lens[longest] + bs - 1) / bs;
+      const auto entry = static_cast<std::size_t>(d.host_page_indptr[longest] + used / 2);
+      const std::int64_t from = d.host_page_indices[entry];
+      const std::size_t kb = d.key_page_bytes(), vb = d.value_page_bytes();
+      CUDA_TRY(cudaMemcpyAsync(d.key_cache.as<std::byte>() + d.spare_page * kb, d.key_cache.as<std::byte>() + from * kb, kb,
+                               cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(d.value_cache.as<std::byte>() + d.spare_page * vb, d.value_cache.as<std::byte>() + from * vb,
+                               vb, cudaMemcpyDeviceToDevice, stream));
+      d.host_page_indices[entry] = static_cast<std::int32_t>(d.spare_page);
+      change += fmt::format(", page {} of seq {} moved to free page {}", from, longest, d.spare_page);
+    }
+    PC_TRY(d.upload_table(stream));
+
+    PC_TRY(poison_output(d, stream));
+    CUDA_TRY(cudaGraphLaunch(exec.get(), stream));
+    CUDA_TRY(cudaStreamSynchronize(stream));
+    auto replay = read_back(d, stream);
+    if (!replay) return replay.error();
+    auto eager = eager_run(d, p, stream);
+    if (!eager) return eager.error();
+    const std::int64_t out_diff = count_differences(replay->output, eager->output, out_elem);
+    const std::int64_t lse_diff = count_differences(replay->lse, eager->lse, 4);
+    if (out_diff > 0 || lse_diff > 0)
+      result.failures.push_back(fmt::format("graph replay differs from an eager run after changing the table ({}): {} "
+                                            "output and {} LSE elements differ",
+                                            change, out_diff, lse_diff));
+    const std::int64_t unwritten = count_poison(d.view.output_dtype, eager->output, d.output_elements());
+    if (unwritten > 0)
+      result.failures.push_back(
+          fmt::format("after changing the table ({}): {} output elements unwritten", change, unwritten));
+    result.done.push_back(change);
+  }
+  d.host_page_indices = original_indices;
+  d.host_seq_lens = original_lens;
+  PC_TRY(d.upload_table(stream));
+  return result;
+}
+
+// ---- timing -----------------------------------------------------------------
+
+std::size_t l2_cache_bytes(int device) {
+  static std::mutex mutex;
+  static std::map<int, std::size_t> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(device);
+  if (it != cache.end()) return it->second;
+  int bytes = 0;
+  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess) bytes = 64 << 20;
+  cache[device] = static_cast<std::size_t>(bytes);
+  return cache[device];
+}
+
+struct Summary {
+  double median = 0, min = 0, max = 0;
+};
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.min = v.front();
+  s.max = v.back();
+  const std::size_t n = v.size();
+  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return s;
+}
+
+Status time_path(const PreparedPath& p, const GraphExec* exec, const RunOptions& options, cudaStream_t stream,
+                 PathRun& run) {
+  int device = 0;
+  CUDA_TRY(cudaGetDevice(&device));
+  DeviceBuffer flush;
+  if (!options.hot) {
+    // Twice the L2, written before each timed repeat, evicts the inputs.
+    auto buffer = device_alloc(2 * l2_cache_bytes(device));
+    if (!buffer) return buffer.error();
+    flush = std::move(*buffer);
+  }
+  const std::size_t n = p.stages.size();
+  std::vector<Event> events;
+  for (std::size_t i = 0; i <= n; ++i) {
+    auto e = make_event();
+    if (!e) return e.error();
+    events.push_back(std::move(*e));
+  }
+  for (int w = 0; w < options.warmup; ++w) PC_TRY(launch_stages(p, stream));
+  const int repeats = std::max(1, options.repeats);
+  std::vector<std::vector<double>> stage_ms(n);
+  std::vector<double> total_ms;
+  for (int r = 0; r < repeats; ++r) {
+    if (!flush.empty()) CUDA_TRY(cudaMemsetAsync(flush.get(), r & 0xFF, flush.bytes(), stream));
+    CUDA_TRY(cudaEventRecord(events[0].get(), stream));
+    for (std::size_t k = 0; k < n; ++k) {
+      auto st = p.stages[k].launch(stream);
+      if (!st) return Error{st.error().code, st.error().message, p.stages[k].name};
+      CUDA_TRY(cudaEventRecord(events[k + 1].get(), stream));
+    }
+    CUDA_TRY(cudaEventSynchronize(events[n].get()));
+    for (std::size_t k = 0; k < n; ++k) {
+      float ms = 0;
+      CUDA_TRY(cudaEventElapsedTime(&ms, events[k].get(), events[k + 1].get()));
+      stage_ms[k].push_back(ms);
+    }
+    float total = 0;
+    CUDA_TRY(cudaEventElapsedTime(&total, events[0].get(), events[n].get()));
+    total_ms.push_back(total);
+  }
+
+  std::optional<double> replay_ms;
+  if (exec != nullptr) {
+    std::vector<double> replays;
+    CUDA_TRY(cudaGraphLaunch(exec->get(), stream));  // warm-up
+    for (int r = 0; r < repeats; ++r) {
+      if (!flush.empty()) CUDA_TRY(cudaMemsetAsync(flush.get(), r & 0xFF, flush.bytes(), stream));
+      CUDA_TRY(cudaEventRecord(events[0].get(), stream));
+      CUDA_TRY(cudaGraphLaunch(exec->get(), stream));
+      CUDA_TRY(cudaEventRecord(events[1].get(), stream));
+      CUDA_TRY(cudaEventSynchronize(events[1].get()));
+      float ms = 0;
+      CUDA_TRY(cudaEventElapsedTime(&ms, events[0].get(), events[1].get()));
+      replays.push_back(ms);
+    }
+    replay_ms = summarize(replays).median;
+  }
+
+  double bytes = 0, flops = 0;
+  for (const auto& s : p.stages) {
+    bytes += s.bytes;
+    flops += s.flops;
+  }
+  StageTiming total;
+  total.stage = "total";
+  const Summary t = summarize(total_ms);
+  total.median_ms = t.median;
+  total.min_ms = t.min;
+  total.max_ms = t.max;
+  total.repeats = repeats;
+  total.bytes = p.total_bytes.value_or(bytes);
+  total.flops = p.total_flops.value_or(flops);
+  total.graph_replay_ms = replay_ms;
+  run.timings.push_back(total);
+  if (n > 1) {
+    for (std::size_t k = 0; k < n; ++k) {
+      StageTiming st;
+      st.stage = p.stages[k].name;
+      const Summary s = summarize(stage_ms[k]);
+      st.median_ms = s.median;
+      st.min_ms = s.min;
+      st.max_ms = s.max;
+      st.repeats = repeats;
+      st.bytes = p.stages[k].bytes;
+      st.flops = p.stages[k].flops;
+      run.timings.push_back(st);
+      if (st.bytes > 0 && st.median_ms > 0)
+        run.notes[st.stage + "_gb_per_s"] = fmt::format("{:.1f}", st.bytes / (st.median_ms * 1e6));
+    }
+  }
+  run.notes["l2_flush"] = options.hot ? "off (--hot)" : fmt::format("{} MiB before each repeat", flush.bytes() >> 20);
+  return {};
+}
+
+}  // namespace
+
+Expected<PathRun> GpuPath::run(const Case& c, const RunOptions& options) { return run_gpu_path(*this, c, options); }
+
+Expected<PathRun> run_gpu_path(GpuPath& path, const Case& c, const RunOptions& options) {
+  const Applicability applicability = path.applies(c);
+  if (!applicability.applies)
+    return invalid_input(fmt::format("path {} does not apply: {}", path.name(), applicability.reason), path.name());
+  CUDA_TRY(cudaSetDevice(options.device));
+  auto uploaded = upload_case(c);
+  if (!uploaded) return uploaded.error();
+  DeviceCase& d = **uploaded;
+  auto prepared = path.prepare(c, d, options);
+  if (!prepared) return prepared.error();
+  PreparedPath& p = *prepared;
+  auto stream_or = make_stream();
+  if (!stream_or) return stream_or.error();
+  const Stream stream = std::move(*stream_or);
+
+  PathRun run;
+  run.plan = p.plan;
+  run.notes = p.notes;
+
+  auto first = eager_run(d, p, stream.get());
+  if (!first) return first.error();
+  run.unwritten = count_poison(d.view.output_dtype, first->output, d.output_elements());
+  run.output = widen(d.view.output_dtype, first->output, d.output_elements());
+  const std::int64_t lse_unwritten = count_poison(DType::F32, first->lse, d.lse_elements());
+  if (lse_unwritten > 0)
+    run.check_failures.push_back(fmt::format("LSE: {} of {} elements unwritten", lse_unwritten, d.lse_elements()));
+  run.lse = widen(DType::F32, first->lse, d.lse_elements());
+
+  GraphExec exec;
+  if (options.checks) {
+    auto second = eager_run(d, p, stream.get());
+    if (!second) return second.error();
+    const std::int64_t out_diff = count_differences(first->output, second->output, dtype_size(d.view.output_dtype));
+    const std::int64_t lse_diff = count_differences(first->lse, second->lse, 4);
+    if (out_diff > 0 || lse_diff > 0)
+      run.check_failures.push_back(fmt::format("not bitwise repeatable: {} elements differ", out_diff + lse_diff));
+
+    auto captured = capture(p, stream.get());
+    if (!captured) return captured.error();
+    exec = std::move(*captured);
+    auto checked = graph_check(d, p, exec, stream.get());
+    if (!checked) return checked.error();
+    for (auto& f : checked->failures) run.check_failures.push_back(std::move(f));
+    std::string done;
+    for (const auto& s : checked->done) done += (done.empty() ? "" : "; ") + s;
+    run.notes["graph_check"] = done;
+  }
+
+  if (options.measure) {
+    if (!exec) {
+      auto captured = capture(p, stream.get());
+      if (!captured) return captured.error();
+      exec = std::move(*captured);
+    }
+    PC_TRY(time_path(p, &exec, options, stream.get(), run));
+  }
+  CUDA_TRY(cudaStreamSynchronize(stream.get()));
+  return run;
+}
+
+}  // namespace pagecheck::gpu
