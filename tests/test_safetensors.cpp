@@ -20,13 +20,19 @@ using namespace pagecheck;
 
 namespace {
 
+// A scratch folder for this process, removed at exit.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / fmt::format("pagecheck_test_safetensors_{}", ::getpid());
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / fmt::format("pagecheck_test_safetensors_{}", ::getpid());
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 std::vector<std::byte> to_bytes(const std::string& text) {

@@ -14,6 +14,7 @@
 
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/safetensors.hpp"
+#include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
 
 namespace fs = std::filesystem;
@@ -21,13 +22,19 @@ using namespace pagecheck;
 
 namespace {
 
+// A scratch folder for this process, removed at exit.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / fmt::format("pagecheck_test_validate_{}", ::getpid());
+  ScratchDir() { fs::create_directories(path); }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
 fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / fmt::format("pagecheck_test_validate_{}", ::getpid());
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path;
 }
 
 struct Geometry {
@@ -555,4 +562,18 @@ TEST_CASE("the recorded cases in data/ (written by PyTorch) load, validate and r
     }
   }
   MESSAGE(files, " recorded case files checked");
+}
+
+TEST_CASE("generated cases (the default suite) round-trip through case files") {
+  int checked = 0;
+  for (const auto& spec : default_suite()) {
+    INFO(spec.name);
+    auto c = generate_case(spec);
+    REQUIRE(c.ok());
+    const Case back = round_trip(*c, "suite_case");
+    // The file stem names the loaded case; everything else is the generator's.
+    check_same_case(*c, back);
+    ++checked;
+  }
+  CHECK(checked > 0);
 }
