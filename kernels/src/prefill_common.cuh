@@ -271,6 +271,15 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t 
   }
 }
 
+// A table load issued where it is written: volatile asm keeps it ahead of the
+// tile's mma (also volatile), so its latency hides behind them instead of
+// stalling the barrier at the end of the iteration.
+__device__ __forceinline__ std::int32_t ld_global_nc(const std::int32_t* ptr) {
+  std::int32_t v;
+  asm volatile("ld.global.nc.s32 %0, [%1];\n" : "=r"(v) : "l"(ptr));
+  return v;
+}
+
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -329,7 +338,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   const auto tile_page = [&](int kt) -> std::int32_t {
     const int key = kt * kBlockN + static_cast<int>(threadIdx.x);
     if (T::CONTIG || threadIdx.x >= kBlockN || key < key_lo || key >= key_hi) return 0;
-    return view.kv.page_indices[table_begin + key / view.kv.block_size];
+    return ld_global_nc(view.kv.page_indices + table_begin + key / view.kv.block_size);
   };
   const auto store_offsets = [&](int kt, int stage, std::int32_t page) {
     if (threadIdx.x >= kBlockN) return;
@@ -468,6 +477,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
     }
 
     // Online softmax: new row maxima, rescale, probabilities.
+    float alphas[kRB][2];
 #pragma unroll
     for (int mb = 0; mb < kRB; ++mb) {
 #pragma unroll
@@ -490,12 +500,24 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
           sum += s[mb][nb][2 * h] + s[mb][nb][2 * h + 1];
         }
         l[mb][h] = l[mb][h] * alpha + sum;
+        alphas[mb][h] = alpha;
+      }
+    }
+    // Rescale O only when some row of the warp has a new maximum (after the
+    // first few tiles, most tiles change no row's maximum).
+    bool rescale = false;
+#pragma unroll
+    for (int mb = 0; mb < kRB; ++mb) rescale |= alphas[mb][0] != 1.f || alphas[mb][1] != 1.f;
+    if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+      for (int mb = 0; mb < kRB; ++mb)
 #pragma unroll
         for (int d = 0; d < kDBlocks; ++d) {
-          o[mb][d][2 * h] *= alpha;
-          o[mb][d][2 * h + 1] *= alpha;
+          o[mb][d][0] *= alphas[mb][0];
+          o[mb][d][1] *= alphas[mb][0];
+          o[mb][d][2] *= alphas[mb][1];
+          o[mb][d][3] *= alphas[mb][1];
         }
-      }
     }
 
     // O += P V.

@@ -352,6 +352,16 @@ static void run_check(Spec s, std::uint64_t seed) {
   free_dev(d);
 }
 
+// A few cases for compute-sanitizer (memcheck, racecheck).
+static void small_checks() {
+  std::printf("== small suite ==\n");
+  { Spec s; s.q_lens = {1, 64, 3, 70}; s.seq_lens = {100, 64, 1, 150}; s.q_heads = 8; s.kv_heads = 2; s.block = 7; run_check(s, 11); }
+  { Spec s; s.q_lens = {40}; s.seq_lens = {130}; s.q_heads = 4; s.kv_heads = 2; s.window = 33; s.block = 16; s.layout = KvLayout::HND; run_check(s, 12); }
+  { Spec s; s.q_lens = {33}; s.seq_lens = {90}; s.q_heads = 4; s.kv_heads = 2; s.dk = 192; s.dv = 128; s.kv_dtype = DType::F8_E4M3; run_check(s, 13); }
+  { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 4; s.kv_heads = 2; s.dk = 256; s.dv = 256; s.kv_dtype = DType::F16; s.q_dtype = DType::F32; run_check(s, 14); }
+  { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 2; s.kv_heads = 1; s.dk = 64; s.dv = 64; s.kv_dtype = DType::F32; s.q_dtype = DType::F32; run_check(s, 15); }
+}
+
 static void checks() {
   std::printf("== correctness ==\n");
   std::uint64_t seed = 1;
@@ -473,6 +483,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "check")) do_check = true;
     if (!std::strcmp(argv[i], "bench")) do_bench = true;
+    if (!std::strcmp(argv[i], "small")) small_checks();
   }
   if (argc >= 2 && !std::strcmp(argv[1], "prof")) {  // one launch of each for ncu
     Spec s; s.q_lens.assign(8, 2048); s.seq_lens.assign(8, 2048);
