@@ -37,19 +37,24 @@ class Random {
     while (x >= limit);
     return lo + static_cast<std::int64_t>(x % range);
   }
-  // Uniform in (0, 1].
-  double uniform() { return (static_cast<double>(engine_() >> 11) + 1.0) * 0x1.0p-53; }
-  // Standard normal (Box-Muller, both values used).
+  // Uniform in (-1, 1).
+  double symmetric() { return (static_cast<double>(engine_() >> 11) + 0.5) * 0x1.0p-52 - 1.0; }
+  // Standard normal (Marsaglia's polar method, both values used).
   double normal() {
     if (has_spare_) {
       has_spare_ = false;
       return spare_;
     }
-    const double radius = std::sqrt(-2.0 * std::log(uniform()));
-    const double angle = 2.0 * 3.14159265358979323846 * uniform();
-    spare_ = radius * std::sin(angle);
+    double u, v, r2;
+    do {
+      u = symmetric();
+      v = symmetric();
+      r2 = u * u + v * v;
+    } while (r2 >= 1.0 || r2 == 0.0);
+    const double factor = std::sqrt(-2.0 * std::log(r2) / r2);
+    spare_ = v * factor;
     has_spare_ = true;
-    return radius * std::cos(angle);
+    return u * factor;
   }
   template <class T>
   void shuffle(std::vector<T>& items) {  // Fisher-Yates
@@ -133,27 +138,21 @@ std::int64_t draw_length(Random& rng, LengthDist dist, std::int64_t lo, std::int
   return hi;
 }
 
-// Fills a whole tensor with NaN in its dtype (fp8: the code 0x7F, NaN in both
-// E4M3 "fn" and E5M2).
-void fill_nan(Tensor& t) {
-  const std::int64_t n = t.numel();
-  std::byte* data = t.mutable_data();
-  switch (t.dtype) {
-    case DType::F32: {
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      for (std::int64_t i = 0; i < n; ++i) std::memcpy(data + i * 4, &nan, 4);
-      return;
-    }
-    case DType::F16: case DType::BF16: {
-      const std::uint16_t nan = t.dtype == DType::F16 ? 0x7E00 : 0x7FC0;
-      for (std::int64_t i = 0; i < n; ++i) std::memcpy(data + i * 2, &nan, 2);
-      return;
-    }
-    case DType::F8_E4M3: case DType::F8_E5M2:
-      std::memset(data, 0x7F, static_cast<std::size_t>(n));
-      return;
-    default:
-      for (std::int64_t i = 0; i < n; ++i) store_element(t.dtype, data, i, std::numeric_limits<double>::quiet_NaN());
+// A tensor of `shape` filled with NaN in its dtype (fp8: the code 0x7F, NaN
+// in both E4M3 "fn" and E5M2), written once.
+Tensor nan_tensor(DType dtype, std::vector<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  const auto count = static_cast<std::size_t>(n);
+  switch (dtype) {
+    case DType::F32:
+      return Tensor::from_vector(dtype, std::move(shape), std::vector<float>(count, std::numeric_limits<float>::quiet_NaN()));
+    case DType::F16:
+      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint16_t>(count, 0x7E00));
+    case DType::BF16:
+      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint16_t>(count, 0x7FC0));
+    default:  // F8_E4M3, F8_E5M2
+      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint8_t>(count, 0x7F));
   }
 }
 
@@ -446,12 +445,12 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
     auto query_bytes = checked_bytes({num_tokens, q_heads, dk}, spec.query_dtype, "query");
     if (!query_bytes.ok()) return query_bytes.error();
   }
-  c.key_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dk));
-  c.value_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dv));
   if (spec.poison_unused) {
-    fill_nan(c.key_cache);
-    fill_nan(c.value_cache);
+    c.key_cache = nan_tensor(spec.kv_dtype, cache_shape(dk));
+    c.value_cache = nan_tensor(spec.kv_dtype, cache_shape(dv));
   } else {
+    c.key_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dk));
+    c.value_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dv));
     for (Tensor* t : {&c.key_cache, &c.value_cache})
       for (std::int64_t i = 0; i < t->numel(); ++i) store_element(t->dtype, t->mutable_data(), i, rng.normal());
   }
