@@ -1,0 +1,134 @@
+// Prefill and gather + FMHA sweeps of issue 4, against the CPU reference with
+// the harness's checks. fmha applies to BF16 K/V with head dim 128 only.
+#include <doctest/doctest.h>
+
+#include "gpu_test_util.hpp"
+
+using namespace pagecheck;
+using namespace pagecheck::test;
+
+namespace {
+
+SyntheticSpec chunk_spec(std::string name, std::uint64_t seed) {
+  SyntheticSpec s;
+  s.name = std::move(name);
+  s.seed = seed;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 128;
+  s.block_size = 16;
+  s.query_mode = QueryMode::Chunked;
+  s.seq_len_dist = LengthDist::List;
+  s.q_len_dist = LengthDist::List;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("prefill and fmha: q_len 1, 2, 17, 64, 127, 577 over kv lengths 54, 97, 512, 2048; blocks 1, 7, 16") {
+  std::uint64_t seed = 1000;
+  for (std::int64_t bs : {1, 7, 16}) {
+    for (std::int64_t q : {1, 2, 17, 64, 127, 577}) {
+      auto s = chunk_spec(fmt::format("q{}-block{}", q, bs), seed++);
+      s.block_size = bs;
+      s.seq_len_list = {54, 97, 512, 2048};
+      s.q_len_list = {q};  // clamped to each sequence's length
+      s.num_seqs = 4;
+      check_spec(s, {"prefill", "fmha"});
+    }
+  }
+}
+
+TEST_CASE("prefill: whole prompts (q_len = seq_len) and a mixed prefill/decode batch") {
+  auto s = chunk_spec("whole-prompts", 1100);
+  s.query_mode = QueryMode::Prefill;
+  s.seq_len_list = {1, 54, 97, 300};
+  s.num_seqs = 4;
+  check_spec(s, {"prefill", "fmha"});
+
+  auto m = chunk_spec("mixed", 1101);
+  m.query_mode = QueryMode::Mixed;
+  m.seq_len_list = {40, 700, 97, 2048, 5};
+  m.q_len_list = {33, 200};
+  m.num_seqs = 5;
+  check_spec(m, {"prefill", "fmha"});
+}
+
+TEST_CASE("prefill: sliding windows at their edges, softcap, non-causal") {
+  std::uint64_t seed = 1200;
+  for (std::int64_t window : {1, 53, 54, 55, 96, 128}) {
+    auto s = chunk_spec(fmt::format("window-{}", window), seed++);
+    s.sliding_window = window;
+    s.seq_len_list = {54, 97, 512};
+    s.q_len_list = {17, 64, 127};
+    s.num_seqs = 3;
+    check_spec(s, {"prefill", "fmha"});
+  }
+  auto c = chunk_spec("softcap", seed++);
+  c.softcap = 30;
+  c.profile = ValueProfile::LargeLogits;
+  c.seq_len_list = {97, 512};
+  c.q_len_list = {64};
+  c.num_seqs = 2;
+  check_spec(c, {"prefill", "fmha"});
+
+  auto n = chunk_spec("noncausal", seed++);
+  n.causal = false;
+  n.seq_len_list = {54, 300};
+  n.q_len_list = {17, 64};
+  n.num_seqs = 2;
+  check_spec(n, {"prefill", "fmha"});
+}
+
+TEST_CASE("prefill: every dtype, head dims 64, 256, 192/128, GQA 1/8 and MQA") {
+  std::uint64_t seed = 1300;
+  for (DType q : {DType::F32, DType::F16, DType::BF16}) {
+    for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+      auto s = chunk_spec(fmt::format("dtype-{}-{}", dtype_name(q), dtype_name(kv)), seed++);
+      s.query_dtype = q;
+      s.kv_dtype = kv;
+      if (is_fp8(kv)) {
+        s.k_scale = 0.5;
+        s.v_scale = 2.0;
+      }
+      s.seq_len_list = {54, 300};
+      s.q_len_list = {17, 64};
+      s.num_seqs = 2;
+      check_spec(s, {"prefill"});
+    }
+  }
+  struct Geometry {
+    std::int64_t q_heads, kv_heads, head_dim, v_head_dim;
+  };
+  const Geometry geometries[] = {{8, 8, 128, 128}, {32, 4, 128, 128}, {8, 1, 128, 128},
+                                 {8, 2, 64, 64},   {8, 2, 256, 256},  {16, 2, 192, 128}};
+  for (const auto& g : geometries) {
+    auto s = chunk_spec(fmt::format("heads-{}-{}-d{}-{}", g.q_heads, g.kv_heads, g.head_dim, g.v_head_dim), seed++);
+    s.q_heads = g.q_heads;
+    s.kv_heads = g.kv_heads;
+    s.head_dim = g.head_dim;
+    s.v_head_dim = g.v_head_dim;
+    s.seq_len_list = {97, 512};
+    s.q_len_list = {17, 127};
+    s.num_seqs = 2;
+    std::vector<std::string> paths = {"prefill"};
+    if (g.head_dim == 128 && g.v_head_dim == 128) paths.push_back("fmha");
+    check_spec(s, paths);
+  }
+}
+
+TEST_CASE("fmha reports n/a outside BF16 K/V with head dim 128") {
+  auto s = chunk_spec("fmha-na", 1400);
+  s.kv_dtype = DType::F16;
+  s.seq_len_list = {54};
+  s.q_len_list = {4};
+  s.num_seqs = 1;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  CHECK_FALSE(gpu_registry().find("fmha")->applies(*c).applies);
+  s.kv_dtype = DType::BF16;
+  s.head_dim = 64;
+  auto d = generate_case(s);
+  REQUIRE(d.ok());
+  CHECK_FALSE(gpu_registry().find("fmha")->applies(*d).applies);
+}
