@@ -46,7 +46,18 @@ struct AttnParams {
   float logit_mul = 0;   // no softcap: scale * k_scale * log2(e); softcap: scale * k_scale / softcap
   float softcap_out = 0; // softcap * log2(e), 0 without softcap
   float out_scale = 1;   // v_scale
+  // token / block_size as (umulhi(token, magic) + token) >> shift, exact for
+  // token < 2^31 (no integer division in the tile loop).
+  std::uint32_t block_magic = 1;
+  std::uint32_t block_shift = 0;
 };
+
+// The divisor pair for `d` in 1..2^31 (AttnParams::block_magic/shift).
+inline void make_fast_div(std::uint32_t d, std::uint32_t& magic, std::uint32_t& shift) {
+  shift = 0;
+  while ((1ull << shift) < d) ++shift;
+  magic = static_cast<std::uint32_t>(((1ull << 32) * ((1ull << shift) - d)) / d + 1);
+}
 
 template <int DK_, int DV_, KvKind KV_, bool CONTIG_, int kBlockNChoice = 0>
 struct AttnTraits {
@@ -78,7 +89,7 @@ struct AttnTraits {
   static_assert(DK % 32 == 0 && DV % 16 == 0, "head dims must be multiples of 32 (K) and 16 (V)");
   static_assert(kChunksK >= 8 && kChunksV >= 8, "the XOR swizzle needs rows of at least 8 chunks (dim >= 64)");
   static_assert(kBlockN % 16 == 0, "key tile must be a multiple of the mma k (16)");
-  static_assert(kThreads >= kBlockN, "one thread per key computes the tile's row offsets");
+  static_assert(kThreads >= 2 * kBlockN, "one thread per key and K/V computes the tile's row offsets");
   static_assert(kSmemBytes * kMinBlocks <= 227 * 1024, "shared memory over the sm_90 limit for kMinBlocks CTAs");
 };
 
@@ -216,8 +227,14 @@ __device__ __forceinline__ void store2(DType dtype, void* base, std::int64_t ind
 
 // ---- tile loads -------------------------------------------------------------
 
+__device__ __forceinline__ int block_of(const AttnParams& p, int token) {
+  return static_cast<int>((__umulhi(static_cast<unsigned>(token), p.block_magic) + static_cast<unsigned>(token)) >>
+                          p.block_shift);
+}
+
 // Element offset of row `token` of `kv_head` in the K (or V) source, given the
-// token's physical page (paged) or nothing (contiguous).
+// token's physical page (paged; PagedKvView::key_offset/value_offset with the
+// page already looked up) or nothing (contiguous).
 template <class T, bool kValue>
 __device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, std::int64_t seq, int token,
                                                       std::int64_t page, int kv_head) {
@@ -226,7 +243,8 @@ __device__ __forceinline__ std::int64_t kv_row_offset(const AttnParams& p, std::
     return ((seq * p.contig_capacity + token) * p.view.kv.kv_heads + kv_head) * dim;
   } else {
     const CacheStrides& st = kValue ? p.view.kv.value_strides : p.view.kv.key_strides;
-    return page * st.block + (token % p.view.kv.block_size) * st.slot + kv_head * st.head;
+    const int slot = token - block_of(p, token) * p.view.kv.block_size;
+    return page * st.block + slot * st.slot + kv_head * st.head;
   }
 }
 
@@ -305,13 +323,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   const int tile = p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
 
   const int group = p.group;
+  // Independent loads first, so their latencies overlap.
   const std::int64_t q_begin = view.query_start_loc[seq];
-  const int q_len = static_cast<int>(view.query_start_loc[seq + 1] - q_begin);
+  const std::int64_t q_end = view.query_start_loc[seq + 1];
+  const int seq_len = view.kv.seq_lens[seq];
+  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
+  const int q_len = static_cast<int>(q_end - q_begin);
   const int rows_total = q_len * group;
   const int row0 = tile * kBlockM;
   if (row0 >= rows_total) return;
 
-  const int seq_len = view.kv.seq_lens[seq];
   const int pos0 = seq_len - q_len;  // absolute position of query token 0
   const int last_row = min(row0 + kBlockM, rows_total) - 1;
   const int min_pos = pos0 + row0 / group;
@@ -324,7 +345,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   key_lo = min(key_lo, key_hi);
   const int tile_first = key_lo / kBlockN;
   const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
-  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
 
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t q_smem = smem_u32(smem);
@@ -333,19 +353,27 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + T::kQBytes + 2 * T::kKBytes + 2 * T::kVBytes);
   // row_offsets[(stage * 2 + is_value) * kBlockN + key]
 
-  // One thread per key: the physical page of key `threadIdx.x` of tile `kt`
-  // (read early, used late, so the table load's latency hides behind mma).
+  // Threads [0, kBlockN) compute the K offset of key threadIdx.x of a tile,
+  // threads [kBlockN, 2 kBlockN) its V offset (every warp does the same
+  // share, so no warp holds the barrier). The page is read early and used
+  // late, so the table load's latency hides behind the mma.
+  const int offset_key = static_cast<int>(threadIdx.x) % kBlockN;
+  const bool offset_is_value = static_cast<int>(threadIdx.x) >= kBlockN;
+  const bool offset_thread = static_cast<int>(threadIdx.x) < 2 * kBlockN;
   const auto tile_page = [&](int kt) -> std::int32_t {
-    const int key = kt * kBlockN + static_cast<int>(threadIdx.x);
-    if (T::CONTIG || threadIdx.x >= kBlockN || key < key_lo || key >= key_hi) return 0;
-    return ld_global_nc(view.kv.page_indices + table_begin + key / view.kv.block_size);
+    const int key = kt * kBlockN + offset_key;
+    if (T::CONTIG || !offset_thread || key < key_lo || key >= key_hi) return 0;
+    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));
   };
   const auto store_offsets = [&](int kt, int stage, std::int32_t page) {
-    if (threadIdx.x >= kBlockN) return;
-    const int key = kt * kBlockN + static_cast<int>(threadIdx.x);
+    if (!offset_thread) return;
+    const int key = kt * kBlockN + offset_key;
     const bool valid = key >= key_lo && key < key_hi;
-    row_offsets[(stage * 2) * kBlockN + threadIdx.x] = valid ? kv_row_offset<T, false>(p, seq, key, page, kv_head) : -1;
-    row_offsets[(stage * 2 + 1) * kBlockN + threadIdx.x] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;
+    std::int64_t offset = -1;
+    if (valid)
+      offset = offset_is_value ? kv_row_offset<T, true>(p, seq, key, page, kv_head)
+                               : kv_row_offset<T, false>(p, seq, key, page, kv_head);
+    row_offsets[stage * 2 * kBlockN + threadIdx.x] = offset;  // [stage][K/V][key]
   };
 
   // Q tile -> smem (operand type), rows past the sequence's query are zeros.
@@ -482,9 +510,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
     for (int mb = 0; mb < kRB; ++mb) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float mx = -INFINITY;
+        // Pairwise (tree) reductions: short dependency chains.
+        float part[kNBlocks];
 #pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb) mx = fmaxf(mx, fmaxf(s[mb][nb][2 * h], s[mb][nb][2 * h + 1]));
+        for (int nb = 0; nb < kNBlocks; ++nb) part[nb] = fmaxf(s[mb][nb][2 * h], s[mb][nb][2 * h + 1]);
+#pragma unroll
+        for (int width = kNBlocks / 2; width > 0; width /= 2)
+#pragma unroll
+          for (int i = 0; i < width; ++i) part[i] = fmaxf(part[i], part[i + width]);
+        float mx = part[0];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_new = fmaxf(m[mb][h], mx * exp_scale);
@@ -492,13 +526,17 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
         const float ref = m_new == -INFINITY ? 0.f : m_new;
         const float alpha = fast_exp2(m[mb][h] - ref);
         m[mb][h] = m_new;
-        float sum = 0.f;
 #pragma unroll
         for (int nb = 0; nb < kNBlocks; ++nb) {
           s[mb][nb][2 * h] = fast_exp2(fmaf(s[mb][nb][2 * h], exp_scale, -ref));
           s[mb][nb][2 * h + 1] = fast_exp2(fmaf(s[mb][nb][2 * h + 1], exp_scale, -ref));
-          sum += s[mb][nb][2 * h] + s[mb][nb][2 * h + 1];
+          part[nb] = s[mb][nb][2 * h] + s[mb][nb][2 * h + 1];
         }
+#pragma unroll
+        for (int width = kNBlocks / 2; width > 0; width /= 2)
+#pragma unroll
+          for (int i = 0; i < width; ++i) part[i] += part[i + width];
+        const float sum = part[0];
         l[mb][h] = l[mb][h] * alpha + sum;
         alphas[mb][h] = alpha;
       }
@@ -599,6 +637,8 @@ inline AttnParams make_params(const DeviceCaseView& view) {
     p.softcap_out = 0.f;
   }
   p.out_scale = view.v_scale;
+  make_fast_div(static_cast<std::uint32_t>(view.kv.block_size > 0 ? view.kv.block_size : 1), p.block_magic,
+                p.block_shift);
   return p;
 }
 

@@ -352,6 +352,54 @@ static void run_check(Spec s, std::uint64_t seed) {
   free_dev(d);
 }
 
+// Capture each path once into a CUDA graph at capacity, then shorten the
+// contexts and swap two pages in place, replay, and require the replay to
+// equal a fresh eager run bitwise (and the float64 reference).
+static void graph_check() {
+  std::printf("== graph capture / replay ==\n");
+  Spec s; s.q_lens = {17, 1, 64}; s.seq_lens = {300, 200, 128}; s.q_heads = 8; s.kv_heads = 2; s.block = 16;
+  s.label = "graph q[17,1,64] kv[300,200,128] -> changed kv + page swap";
+  HostCase c = make_case(s, 77);
+  DevCase d = to_device(c);
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (const char* path : {"prefill", "fmha"}) {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    Status st = std::strcmp(path, "prefill") == 0 ? launch_prefill(d.view, stream) : launch_gather(d.view, d.ws, stream);
+    if (st.ok() && std::strcmp(path, "fmha") == 0) st = launch_fmha(d.view, d.ws, stream);
+    CK(cudaStreamEndCapture(stream, &graph));
+    if (!st.ok()) { std::printf("  capture failed: %s\n", st.error().describe().c_str()); ++g_failures; continue; }
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    // Replay as captured once, then change lengths and the table in place.
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaStreamSynchronize(stream));
+    HostCase& h = c;
+    h.s.seq_lens = {260, 150, 100};  // view.seq_lens points into this vector
+    if (std::strcmp(path, "fmha") == 0) h.s.seq_lens = {240, 170, 90};
+    std::swap(h.indices[0], h.indices[h.indptr[1] + 2]);
+    CK(cudaMemcpy(d.seq_lens, h.s.seq_lens.data(), h.s.seq_lens.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d.indices, h.indices.data(), h.indices.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d.out, 0xFF, d.out_bytes));
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaStreamSynchronize(stream));
+    std::vector<unsigned char> replay(d.out_bytes), eager(d.out_bytes);
+    CK(cudaMemcpy(replay.data(), d.out, d.out_bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemset(d.out, 0xFF, d.out_bytes));
+    run_path(path, d);
+    CK(cudaMemcpy(eager.data(), d.out, d.out_bytes, cudaMemcpyDeviceToHost));
+    const bool same = replay == eager;
+    if (!same) ++g_failures;
+    std::printf("  %-7s replay after in-place change %s eager run\n", path, same ? "== (bitwise)" : "!= (FAIL)");
+    check_path(path, c, d, 0, tol_for(c.s));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+  }
+  CK(cudaStreamDestroy(stream));
+  free_dev(d);
+}
+
 // A few cases for compute-sanitizer (memcheck, racecheck).
 static void small_checks() {
   std::printf("== small suite ==\n");
@@ -376,6 +424,10 @@ static void checks() {
         Spec s; s.q_lens = {ql, std::min(ql, 5)}; s.seq_lens = {kv, kv / 2 + 5}; s.q_heads = 8; s.kv_heads = 2; s.block = b;
         run_check(s, seed++);
       }
+  for (int b : {1, 7, 16}) {
+    Spec s; s.q_lens = {577, 2, 64}; s.seq_lens = {2048, 97, 54}; s.q_heads = 8; s.kv_heads = 2; s.block = b;
+    run_check(s, seed++);
+  }
   // Mixed batch: decode + prefill + chunked.
   { Spec s; s.q_lens = {1, 64, 1, 200, 2}; s.seq_lens = {300, 64, 1, 700, 33}; run_check(s, seed++); }
   // Windows at their edges, softcap, non-causal.
@@ -498,7 +550,10 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs\n", prop.name, prop.multiProcessorCount);
-  if (do_check) checks();
+  if (do_check) {
+    checks();
+    graph_check();
+  }
   if (do_bench) {
     std::printf("== benchmark (32/8 heads, d128, BF16, block 16, shuffled, causal) ==\n");
     bench_shape("8 x 2048", 8, 2048, 2048);
