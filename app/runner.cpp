@@ -503,6 +503,13 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     } catch (const std::exception& e) {
       loaded = runtime_error(fmt::format("loading failed: {}", e.what()), source.label);
     }
+    if (!loaded.ok() && loaded.error().code == ErrorCode::Usage) {
+      // The generator refused what the command line asked for (heads that
+      // do not divide, a length above the limits): a usage error, not a case.
+      progress.clear();
+      fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
+      return exit_code::kUsage;
+    }
     if (!loaded.ok()) {
       progress.clear();
       CaseReport bad;

@@ -106,6 +106,8 @@ TEST_CASE("usage errors exit 2") {
   CHECK(contains(r.err, "no-such-model"));
   r = run_tool("run --preset mqa --plan sideways --paths reference");
   CHECK(r.rc == 2);
+  r = run_tool("run --q-heads 6 --kv-heads 4 --paths reference");  // the generator refuses: not a multiple
+  CHECK(r.rc == 2);
   r = run_tool("run --kv-dtype F12 --paths reference");
   CHECK(r.rc == 2);
   CHECK(contains(r.err, "F12"));
