@@ -204,10 +204,9 @@ std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t s
     s.kv_dtype = DType::BF16;
     s.seq_len_dist = LengthDist::Fixed;
     s.seq_len_min = s.seq_len_max = ctx;
-    // Shuffled pages, but no sharing and a pool no bigger than needed: the
-    // byte model then counts what each sequence really reads, and the host
-    // does not generate gigabytes of unused pages.
-    s.pool_factor = 1;
+    // Shuffled pages, no sharing (the byte model then counts what each
+    // sequence really reads); the smallest pool the generator accepts (3x).
+    s.pool_factor = 3;
     s.share_pages = false;
     s.profile = ValueProfile::Gaussian;
     return s;
