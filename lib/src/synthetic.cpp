@@ -1,13 +1,16 @@
 // Seeded synthetic cases. docs/synthetic.md describes the settings, presets
 // and the default suite.
 //
-// Reproducibility: every random draw comes from one std::mt19937_64 seeded
-// with spec.seed, whose output sequence the C++ standard fixes; integers,
-// uniforms, normals and the shuffle are derived here by hand (the standard
-// library's distributions differ between implementations), so a spec gives
-// the same bytes on every platform. The draws happen in a fixed order:
-// lengths, query lengths, page pool, table padding, profile directions,
-// keys and values page by page, queries.
+// Reproducibility: every random draw comes from std::mt19937_64 engines,
+// whose output sequence the C++ standard fixes; integers, normals and the
+// shuffle are derived here by hand (the standard library's distributions
+// differ between implementations), so a spec gives the same bytes on every
+// platform and with any number of threads. The structure (lengths, query
+// lengths, page pool, table padding, profile directions) comes from one
+// engine seeded with spec.seed, in that order; the values of each logical page
+// and of each query token come from their own engine, seeded from (spec.seed,
+// page or token) through splitmix64, so that pages and tokens can be filled
+// in parallel.
 #include "pagecheck/synthetic.hpp"
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +71,39 @@ class Random {
   bool has_spare_ = false;
   double spare_ = 0;
 };
+
+// splitmix64: decorrelates the seeds of the per-page and per-token engines.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+enum class Stream : std::uint64_t { Page = 1, Query = 2, StaleKey = 3, StaleValue = 4 };
+std::uint64_t stream_seed(std::uint64_t seed, Stream stream, std::int64_t index) {
+  return splitmix64(splitmix64(seed ^ (static_cast<std::uint64_t>(stream) << 56)) + static_cast<std::uint64_t>(index));
+}
+
+// Runs body(begin, end) over [0, count) split into contiguous ranges, one per
+// thread (all cores, at most 32), with at least `min_per_thread` items each.
+// The ranges do not change what is computed, only who computes it.
+template <class Body>
+void parallel_for(std::int64_t count, std::int64_t min_per_thread, const Body& body) {
+  const std::int64_t cores = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+  const std::int64_t workers = std::clamp<std::int64_t>(count / std::max<std::int64_t>(min_per_thread, 1), 1, std::min<std::int64_t>(cores, 32));
+  const std::int64_t chunk = (count + workers - 1) / workers;
+  std::vector<std::thread> threads;
+  for (std::int64_t w = 1; w < workers; ++w) {
+    const std::int64_t begin = std::min(count, w * chunk), end = std::min(count, (w + 1) * chunk);
+    try {
+      threads.emplace_back([&body, begin, end] { body(begin, end); });
+    } catch (const std::system_error&) {
+      body(begin, end);  // no thread to be had: do it here
+    }
+  }
+  body(0, std::min(count, chunk));
+  for (auto& t : threads) t.join();
+}
 
 // Query and key magnitude of the large-logits profile: with the default
 // scale the logits have a standard deviation of about kLargeLogitMagnitude^2
@@ -139,20 +176,31 @@ std::int64_t draw_length(Random& rng, LengthDist dist, std::int64_t lo, std::int
 }
 
 // A tensor of `shape` filled with NaN in its dtype (fp8: the code 0x7F, NaN
-// in both E4M3 "fn" and E5M2), written once.
-Tensor nan_tensor(DType dtype, std::vector<std::int64_t> shape) {
+// in both E4M3 "fn" and E5M2), written once, in parallel: for pools of
+// gigabytes the first touch of each page costs as much as the values.
+template <class T>
+Tensor filled_tensor(DType dtype, std::vector<std::int64_t> shape, T pattern) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
-  const auto count = static_cast<std::size_t>(n);
+  std::shared_ptr<T[]> storage(new T[static_cast<std::size_t>(n)]);
+  parallel_for(n, std::int64_t{1} << 22, [&](std::int64_t begin, std::int64_t end) {
+    std::fill(storage.get() + begin, storage.get() + end, pattern);
+  });
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = reinterpret_cast<const std::byte*>(storage.get());
+  t.nbytes = static_cast<std::size_t>(n) * sizeof(T);
+  t.owner = std::move(storage);
+  return t;
+}
+
+Tensor nan_tensor(DType dtype, std::vector<std::int64_t> shape) {
   switch (dtype) {
-    case DType::F32:
-      return Tensor::from_vector(dtype, std::move(shape), std::vector<float>(count, std::numeric_limits<float>::quiet_NaN()));
-    case DType::F16:
-      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint16_t>(count, 0x7E00));
-    case DType::BF16:
-      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint16_t>(count, 0x7FC0));
-    default:  // F8_E4M3, F8_E5M2
-      return Tensor::from_vector(dtype, std::move(shape), std::vector<std::uint8_t>(count, 0x7F));
+    case DType::F32: return filled_tensor<float>(dtype, std::move(shape), std::numeric_limits<float>::quiet_NaN());
+    case DType::F16: return filled_tensor<std::uint16_t>(dtype, std::move(shape), 0x7E00);
+    case DType::BF16: return filled_tensor<std::uint16_t>(dtype, std::move(shape), 0x7FC0);
+    default: return filled_tensor<std::uint8_t>(dtype, std::move(shape), 0x7F);  // F8_E4M3, F8_E5M2
   }
 }
 
@@ -198,7 +246,7 @@ class Fp8Encoder {
 class ElementStore {
  public:
   explicit ElementStore(Tensor& t) : tensor_(t), fp8_(is_fp8(t.dtype) ? t.dtype : DType::F8_E4M3) {}
-  void operator()(std::int64_t index, double value) {
+  void operator()(std::int64_t index, double value) const {
     if (is_fp8(tensor_.dtype))
       tensor_.mutable_data()[index] = static_cast<std::byte>(fp8_(static_cast<float>(value)));
     else
@@ -451,8 +499,17 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   } else {
     c.key_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dk));
     c.value_cache = Tensor::zeros(spec.kv_dtype, cache_shape(dv));
-    for (Tensor* t : {&c.key_cache, &c.value_cache})
-      for (std::int64_t i = 0; i < t->numel(); ++i) store_element(t->dtype, t->mutable_data(), i, rng.normal());
+    for (Tensor* t : {&c.key_cache, &c.value_cache}) {
+      const ElementStore store(*t);
+      const std::int64_t per_block = t->numel() / num_blocks;
+      const Stream stream = t == &c.key_cache ? Stream::StaleKey : Stream::StaleValue;
+      parallel_for(num_blocks, 64, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t b = begin; b < end; ++b) {
+          Random block_rng(stream_seed(spec.seed, stream, b));
+          for (std::int64_t i = b * per_block; i < (b + 1) * per_block; ++i) store(i, block_rng.normal());
+        }
+      });
+    }
   }
 
   // Profile directions: per KV head, the LLM-like sink direction (standard
@@ -470,20 +527,21 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   // a query holding kQueryAlignment * direction (|direction|^2 ~ dk).
   const double sink_amplitude = kSinkLogit / (kQueryAlignment * static_cast<double>(dk) * scale);
 
-  ElementStore store_key(c.key_cache), store_value(c.value_cache);
+  const ElementStore store_key(c.key_cache), store_value(c.value_cache);
   const CacheStrides key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
   const CacheStrides value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
   // A logical page's first sequence position, to find each sequence's token 0.
   std::vector<bool> holds_first_token(pages_needed, false);
   for (std::int64_t s = 0; s < num_seqs; ++s) holds_first_token[logical[s][0]] = true;
-  for (std::int64_t p = 0; p < pages_needed; ++p) {
+  auto fill_page = [&](std::int64_t p) {  // logical page p, with its own engine
+    Random page_rng(stream_seed(spec.seed, Stream::Page, p));
     const std::int64_t page = pool[p];
     for (std::int64_t slot = 0; slot < page_used_slots[p]; ++slot) {
       const bool sink = spec.profile == ValueProfile::LlmLike && slot == 0 && holds_first_token[p];
       for (std::int64_t h = 0; h < kv_heads; ++h) {
         const std::int64_t key_base = page * key_strides.block + slot * key_strides.slot + h * key_strides.head;
         for (std::int64_t d = 0; d < dk; ++d) {
-          double k = magnitude * rng.normal();
+          double k = magnitude * page_rng.normal();
           if (outlier_channel[d]) k *= kOutlierMagnitude;
           if (sink) k = sink_amplitude * sink_direction[h][d];
           store_key(key_base + d, stored_value(k, spec.k_scale));
@@ -491,20 +549,31 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
         const std::int64_t value_base =
             page * value_strides.block + slot * value_strides.slot + h * value_strides.head;
         for (std::int64_t d = 0; d < dv; ++d)
-          store_value(value_base + d, stored_value(rng.normal(), spec.v_scale));
+          store_value(value_base + d, stored_value(page_rng.normal(), spec.v_scale));
       }
     }
-  }
+  };
+  const std::int64_t page_elements = block_size * kv_heads * (dk + dv);
+  parallel_for(pages_needed, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / page_elements),
+               [&](std::int64_t begin, std::int64_t end) {
+                 for (std::int64_t p = begin; p < end; ++p) fill_page(p);
+               });
 
-  // 7. Queries [num_tokens, q_heads, dk].
+  // 7. Queries [num_tokens, q_heads, dk], each token with its own engine.
   c.query = Tensor::zeros(spec.query_dtype, {num_tokens, q_heads, dk});
-  for (std::int64_t t = 0; t < num_tokens; ++t)
-    for (std::int64_t h = 0; h < q_heads; ++h)
-      for (std::int64_t d = 0; d < dk; ++d) {
-        double q = magnitude * rng.normal();
-        if (spec.profile == ValueProfile::LlmLike) q += kQueryAlignment * sink_direction[h / group][d];
-        store_element(spec.query_dtype, c.query.mutable_data(), (t * q_heads + h) * dk + d, q);
-      }
+  const ElementStore store_query(c.query);
+  parallel_for(num_tokens, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / (q_heads * dk)),
+               [&](std::int64_t begin, std::int64_t end) {
+                 for (std::int64_t t = begin; t < end; ++t) {
+                   Random token_rng(stream_seed(spec.seed, Stream::Query, t));
+                   for (std::int64_t h = 0; h < q_heads; ++h)
+                     for (std::int64_t d = 0; d < dk; ++d) {
+                       double q = magnitude * token_rng.normal();
+                       if (spec.profile == ValueProfile::LlmLike) q += kQueryAlignment * sink_direction[h / group][d];
+                       store_query((t * q_heads + h) * dk + d, q);
+                     }
+                 }
+               });
   return c;
 }
 
