@@ -118,8 +118,8 @@ constexpr double kOutlierMagnitude = 15.0;
 constexpr double kSinkLogit = 10.0;
 constexpr double kQueryAlignment = 0.5;  // share of the sink direction in each query
 
-// Largest cache or query tensor the generator makes (8 GiB).
-constexpr std::int64_t kMaxTensorBytes = std::int64_t{8} << 30;
+// Largest cache or query tensor the generator makes (16 GiB).
+constexpr std::int64_t kMaxTensorBytes = std::int64_t{16} << 30;
 
 bool is_query_dtype(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 bool is_kv_dtype(DType d) { return is_query_dtype(d) || is_fp8(d); }
@@ -366,6 +366,22 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
 
 Expected<Case> generate_case(const SyntheticSpec& spec) {
   PC_TRY(check_spec(spec));
+  {
+    // Before anything is allocated: the largest the batch can be, from the
+    // longest length the distribution allows.
+    std::int64_t longest = spec.seq_len_max;
+    if (spec.seq_len_dist == LengthDist::List)
+      longest = *std::max_element(spec.seq_len_list.begin(), spec.seq_len_list.end());
+    if (longest > std::numeric_limits<std::int32_t>::max())
+      return usage_error(fmt::format("sequence length {} does not fit in I32", longest), "synthetic");
+    const std::int64_t pages = (longest + spec.block_size - 1) / spec.block_size;
+    const std::int64_t widest = std::max(spec.head_dim, spec.v_head_dim);
+    auto cache = checked_bytes({spec.num_seqs, pages, spec.pool_factor, spec.block_size, spec.kv_heads, widest},
+                               spec.kv_dtype, "the KV cache");
+    if (!cache.ok()) return cache.error();
+    auto query = checked_bytes({spec.num_seqs, longest, spec.q_heads, spec.head_dim}, spec.query_dtype, "the query");
+    if (!query.ok()) return query.error();
+  }
   Random rng(spec.seed);
   const std::int64_t num_seqs = spec.num_seqs, block_size = spec.block_size;
   const std::int64_t q_heads = spec.q_heads, kv_heads = spec.kv_heads;
@@ -485,14 +501,6 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
     return spec.layout == KvLayout::NHD ? std::vector<std::int64_t>{num_blocks, block_size, kv_heads, dim}
                                         : std::vector<std::int64_t>{num_blocks, kv_heads, block_size, dim};
   };
-  {
-    auto key_bytes = checked_bytes({num_blocks, block_size, kv_heads, dk}, spec.kv_dtype, "key_cache");
-    if (!key_bytes.ok()) return key_bytes.error();
-    auto value_bytes = checked_bytes({num_blocks, block_size, kv_heads, dv}, spec.kv_dtype, "value_cache");
-    if (!value_bytes.ok()) return value_bytes.error();
-    auto query_bytes = checked_bytes({num_tokens, q_heads, dk}, spec.query_dtype, "query");
-    if (!query_bytes.ok()) return query_bytes.error();
-  }
   if (spec.poison_unused) {
     c.key_cache = nan_tensor(spec.kv_dtype, cache_shape(dk));
     c.value_cache = nan_tensor(spec.kv_dtype, cache_shape(dv));
