@@ -360,7 +360,7 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
       {"seed", std::to_string(spec.seed)},
       {"tool_version", PAGECHECK_VERSION},
       {"generator", "pagecheck synthetic"},
-      {"generator_settings", settings.dump()},
+      {"generator_settings", settings.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace)},
   };
 }
 
@@ -465,7 +465,8 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
           case 1: c.table.page_indices.push_back(0); break;
           case 2: c.table.page_indices.push_back(static_cast<std::int32_t>(rng.uniform_int(0, num_blocks - 1))); break;
           default:
-            c.table.page_indices.push_back(static_cast<std::int32_t>(num_blocks + rng.uniform_int(0, 999999)));
+            c.table.page_indices.push_back(static_cast<std::int32_t>(std::min<std::int64_t>(
+                num_blocks + rng.uniform_int(0, 999999), std::numeric_limits<std::int32_t>::max())));
         }
       }
     }
