@@ -68,6 +68,10 @@ struct DecodeParams {
   std::int32_t q_heads = 0;
   std::int32_t gqa = 0;                   // q_heads / kv_heads
   std::int32_t head_tiles = 0;            // ceil(gqa / kHeadTile)
+  // Cache strides of PagedKvView in load vectors (kVec elements), 32-bit:
+  // the launcher checks they fit; offsets themselves are 64-bit.
+  std::int32_t k_block_vecs = 0, k_slot_vecs = 0, k_head_vecs = 0;
+  std::int32_t v_block_vecs = 0, v_slot_vecs = 0, v_head_vecs = 0;
   std::uint32_t block_magic = 0;          // token / block_size by multiply-shift
   std::uint32_t block_shift = 0;
   float q_multiplier = 1.0f;              // scale * k_scale (* log2 e when no softcap)
@@ -381,7 +385,60 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
       smem + (T::kPipelineBytes > T::kMergeBytes ? T::kPipelineBytes : T::kMergeBytes));
   float* my_scores = scores + group * N;
 
-  // q of the head tile, pre-scaled; heads past the GQA group are zero.
+  float m[HT], l[HT], acc[HT][VVPT * VEC];
+#pragma unroll
+  for (int h = 0; h < HT; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < VVPT * VEC; ++d) acc[h][d] = 0.0f;
+  }
+
+  const PagedKvView& kv = p.kv;
+  const Raw* key_base = static_cast<const Raw*>(kv.key_data);
+  const Raw* value_base = static_cast<const Raw*>(kv.value_data);
+  const std::int32_t* pages = kv.page_indices + kv.page_indptr[seq];
+  const std::int32_t k_head_vec = kv_head * p.k_head_vecs;
+  const std::int32_t v_head_vec = kv_head * p.v_head_vecs;
+  const std::int32_t span = end > begin ? end - begin : 0;
+  const int iterations = (span + T::kTileTokens - 1) / T::kTileTokens;
+
+  // Token u of this group in iteration `it`: begin + it * tile + u * kGroups + group.
+  auto issue = [&](int it) {
+    const int stage = it % T::kStages;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const std::int32_t token = begin + it * T::kTileTokens + u * T::kGroups + group;
+      const bool valid = token < end;
+      std::int64_t k_off = 0, v_off = 0;  // in vectors
+      if (valid) {
+        // Same formula as PagedKvView::key_offset / value_offset, counted in
+        // vectors: the token / block_size division by multiply-shift, the page
+        // term a 32 x 32 -> 64-bit multiply (strides checked at launch).
+        const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
+        const std::int32_t slot = token - static_cast<std::int32_t>(page_no) * kv.block_size;
+        const std::int32_t page = pages[page_no];
+        k_off = static_cast<std::int64_t>(page) * p.k_block_vecs + (slot * p.k_slot_vecs + k_head_vec);
+        v_off = static_cast<std::int64_t>(page) * p.v_block_vecs + (slot * p.v_slot_vecs + v_head_vec);
+      }
+      Raw* dst = pipe + ((stage * U + u) * T::kSlotsPerToken) * T::kThreads + tid;
+#pragma unroll
+      for (int i = 0; i < KVPT; ++i)
+        cp_async_vec<T::kLoadBytes>(dst + i * T::kThreads, key_base + k_off + (r + TPT * i), valid);
+#pragma unroll
+      for (int i = 0; i < VVPT; ++i)
+        cp_async_vec<T::kLoadBytes>(dst + (KVPT + i) * T::kThreads, value_base + v_off + (r + TPT * i), valid);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < T::kStages - 1; ++s) {
+    if (s < iterations) issue(s);
+    cp_async_commit();
+  }
+
+  // q of the head tile, pre-scaled, loaded while the first stages are in
+  // flight; heads past the GQA group are zero.
   float q[HT][KVPT * VEC];
   const std::int64_t q_row = p.query_start_loc[seq];
   const int first_head = kv_head * p.gqa + head_tile * HT;
@@ -400,58 +457,6 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
                 : 0.0f;
       }
     }
-  }
-
-  float m[HT], l[HT], acc[HT][VVPT * VEC];
-#pragma unroll
-  for (int h = 0; h < HT; ++h) {
-    m[h] = -INFINITY;
-    l[h] = 0.0f;
-#pragma unroll
-    for (int d = 0; d < VVPT * VEC; ++d) acc[h][d] = 0.0f;
-  }
-
-  const PagedKvView& kv = p.kv;
-  const Raw* key_base = static_cast<const Raw*>(kv.key_data);
-  const Raw* value_base = static_cast<const Raw*>(kv.value_data);
-  const std::int32_t* pages = kv.page_indices + kv.page_indptr[seq];
-  const std::int64_t k_head_off = kv_head * kv.key_strides.head;
-  const std::int64_t v_head_off = kv_head * kv.value_strides.head;
-  const std::int32_t span = end > begin ? end - begin : 0;
-  const int iterations = (span + T::kTileTokens - 1) / T::kTileTokens;
-
-  // Token u of this group in iteration `it`: begin + it * tile + u * kGroups + group.
-  auto issue = [&](int it) {
-    const int stage = it % T::kStages;
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int32_t token = begin + it * T::kTileTokens + u * T::kGroups + group;
-      const bool valid = token < end;
-      std::int64_t k_off = 0, v_off = 0;
-      if (valid) {
-        // Same formula as PagedKvView::key_offset / value_offset, with the
-        // token / block_size division done by multiply-shift.
-        const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
-        const std::int64_t slot = token - static_cast<std::int64_t>(page_no) * kv.block_size;
-        const std::int64_t page = pages[page_no];
-        k_off = page * kv.key_strides.block + slot * kv.key_strides.slot + k_head_off;
-        v_off = page * kv.value_strides.block + slot * kv.value_strides.slot + v_head_off;
-      }
-      Raw* dst = pipe + ((stage * U + u) * T::kSlotsPerToken) * T::kThreads + tid;
-#pragma unroll
-      for (int i = 0; i < KVPT; ++i)
-        cp_async_vec<T::kLoadBytes>(dst + i * T::kThreads, key_base + k_off / VEC + (r + TPT * i), valid);
-#pragma unroll
-      for (int i = 0; i < VVPT; ++i)
-        cp_async_vec<T::kLoadBytes>(dst + (KVPT + i) * T::kThreads, value_base + v_off / VEC + (r + TPT * i),
-                                    valid);
-    }
-  };
-
-#pragma unroll
-  for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < iterations) issue(s);
-    cp_async_commit();
   }
 
   for (int it = 0; it < iterations; ++it) {

@@ -4,11 +4,33 @@
 // tile takes several adjacent CTAs, whose K/V reads then mostly hit L2).
 // The CTA's work split, the pipeline and the softmax are in decode_common.cuh.
 //
-// Performance notes (H200, 64 seqs x 4096 context, 32 q / 8 kv heads, d128,
-// BF16, block 16, shuffled pages, L2 flushed before each repeat):
-//   see the measurement block at the end of this comment, filled in from
-//   kernels/src/dev/decode_probe.cu runs.
-//
+// Performance notes. H200 (132 SMs), kernels/src/dev/decode_probe.cu bench:
+// 32 q / 8 kv heads, d128, BF16 K/V and query, block 16, shuffled pages, LSE
+// on, L2 flushed (256 MB memset) before each of 30 timed repeats, CUDA events,
+// median. K/V bytes = 2 * seqs * ctx * 8 * 128 * 2. Device copy on the same
+// machine (cudaMemcpy D2D 2 GiB, read + write): 4249 GB/s.
+//   shape       direct median   K/V GB/s   % of copy   graph replay
+//   64 x 4096       279.0 us      3849        91%         278.8 us
+//   256 x 1024      287.5 us      3735        88%         287.5 us
+//   8 x 8192        232.9 us      1152        27%  (64 CTAs: use split)
+//   1 x 32768       880.3 us       153         4%  (8 CTAs: use split)
+// Same kernel, 64 x 4096 with sequential pages 3872 GB/s and HND 3867 GB/s:
+// page order and layout do not matter at block 16.
+// Tuning decisions:
+// - 4 warps per CTA, <= 128 registers (launch bounds 4 CTAs/SM): the 512
+//   CTAs of 64 x 4096 are all resident at once (4 x 132 = 528 slots); no
+//   spills in any of the 20 instantiations (ptxas -v).
+// - K/V through cp.async, 3 stages of ~8 16-byte vectors per thread, and
+//   each thread reads back only its own slots (no barriers in the loop).
+// - Page term as a 32 x 32 -> 64-bit multiply in vector units instead of
+//   64-bit element math: with q loaded after the first stages are issued,
+//   64 x 4096 went from 3350 GB/s to 3863 GB/s (same run also saw the copy
+//   at 4230 vs 3817 GB/s on an earlier machine, so part of that is the
+//   machine). ncu (64 x 4096): DRAM 81% of peak, 3.92 TB/s, issue slots
+//   71% busy, 13.6 of 16 warps active.
+// - The reduce-scatter (instead of a butterfly all-reduce of all 16 partial
+//   dot products) halves the shuffles; it is a compile-time recursion: the
+//   first loop form put the partials in local memory (64-byte stack frame).
 // Order: applicability, parameter set-up (shared with decode_split.cu),
 // kernel, launcher.
 #include <algorithm>
@@ -89,6 +111,20 @@ Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_t
     return invalid_input("softcap " + std::to_string(view.softcap) + " is negative", "decode");
 
   DecodeParams p;
+  // One page's worth of strides in 32 bits (a page is at most 256 tokens);
+  // page * block stride is formed in 64 bits in the kernel.
+  for (const CacheStrides* st : {&kv.key_strides, &kv.value_strides}) {
+    if (st->block / vec_elems > 0x7fffffff || st->slot * 256 / vec_elems > 0x7fffffff ||
+        st->head * kv.kv_heads / vec_elems > 0x7fffffff)
+      return invalid_input("one cache page exceeds 2^31 vectors (block stride " + std::to_string(st->block) + ")",
+                           "decode");
+  }
+  p.k_block_vecs = static_cast<std::int32_t>(kv.key_strides.block / vec_elems);
+  p.k_slot_vecs = static_cast<std::int32_t>(kv.key_strides.slot / vec_elems);
+  p.k_head_vecs = static_cast<std::int32_t>(kv.key_strides.head / vec_elems);
+  p.v_block_vecs = static_cast<std::int32_t>(kv.value_strides.block / vec_elems);
+  p.v_slot_vecs = static_cast<std::int32_t>(kv.value_strides.slot / vec_elems);
+  p.v_head_vecs = static_cast<std::int32_t>(kv.value_strides.head / vec_elems);
   p.kv = kv;
   p.query = view.query;
   p.query_start_loc = view.query_start_loc;

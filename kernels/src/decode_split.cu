@@ -10,14 +10,32 @@
 //   Partitions past the context (p * P >= seq_len) and partitions the window
 //   leaves empty write that empty state, so every slot below the capacity is
 //   defined after a launch.
-// - Merge kernel: one CTA per (sequence, query head); warps take partitions
-//   round-robin and fold them with the online-softmax merge, then the warps
-//   merge through shared memory. It reads only the partitions the current
-//   seq_len makes active. Empty states carry weight 0, never NaN.
+// - Merge kernel: one CTA per (sequence, query head): the global max over the
+//   partitions, then each partition weighted by sum * 2^(max_p - max) (the
+//   online-softmax merge in closed form). It reads only the partitions the
+//   current seq_len makes active. Empty states carry weight 0, never NaN.
 // - Auto: direct for seq_len <= threshold, split for the rest; both kernels
 //   are launched over the whole batch and skip the other's sequences.
 //
-// Performance notes: see the measurement block at the end of this comment.
+// Performance notes. H200, same bench as decode_direct.cu (32 q / 8 kv heads,
+// d128, BF16, block 16, shuffled pages, L2 flushed, median of 30; copy
+// 4249 GB/s):
+//   shape       split:256   split:512   split:1024   direct    (us; K/V GB/s)
+//   1 x 32768     60.2        54.4        53.7        880.3    split:1024 = 2501 GB/s
+//   8 x 8192      99.4        92.5        87.7        232.9    split:1024 = 3060 GB/s
+//   64 x 4096    350.2       316.9       307.0        279.0    direct wins
+//   256 x 1024   409.0       374.9       364.9        287.5    direct wins
+// (split numbers at 64 x 4096 and 256 x 1024 are from the merge with 4
+// groups for every capacity; merge_groups() now uses 1 group there.)
+// Graph replay times equal the eager ones within 0.5 us.
+// Tuning decisions:
+// - Partition 1024 is the best of 256/512/1024 at every shape measured;
+//   partition kernel alone (ncu, 1 x 32768, partition 512): 43.8 us = 3.1 TB/s,
+//   the rest is launch latency and the merge.
+// - Merge: the first version (one warp loop per partition, online merge with
+//   a dependent chain) cost about 9 us at 1 x 32768 (58.2 us total at
+//   partition 512); the closed-form merge with prefetched partials and PDL
+//   brings the total to 54.4 us.
 #include <algorithm>
 #include <string>
 
@@ -43,6 +61,11 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   const int kv_head = (blockIdx.x % per_seq) / p.head_tiles;
   const int tile = blockIdx.x % p.head_tiles;
   const std::int64_t partition = blockIdx.y;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The merge kernel may start once every partition CTA has started; its
+  // griddepcontrol.wait still waits for this grid to finish and flush.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   const std::int32_t seq_len = p.kv.seq_lens[seq];
   if (!seq_selected(p, seq_len)) return;
 
@@ -71,68 +94,99 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   }
 }
 
-constexpr int kMergeWarps = 4;
+// Merge: `groups` groups of DV threads (thread = one output dim); group g
+// folds partitions g, g + groups, ... One block-wide merge of the
+// (max, sum) statistics gives the global max and the total weight, so the
+// output pass has no loop-carried dependency; its first 8 partitions are
+// loaded before that reduction. Tuning: the first version (4 warps, online merge,
+// a dependent chain per partition) took about 10 us of the 58 us at
+// 1 x 32768 (partition 512).
+constexpr int kMaxMergeGroups = 4;
+// Groups per merge CTA from the capacity: 1 when there are few partitions
+// (many short sequences: a 512-thread CTA for 4 partitions cost 256 x 1024
+// split:256 8% and auto 7% over direct), up to 4 for long contexts.
+inline int merge_groups(std::int64_t max_partitions) {
+  return max_partitions >= 16 ? 4 : max_partitions >= 8 ? 2 : 1;
+}
 
-// One CTA per (sequence, query head); lane holds DV / 32 contiguous dims.
 template <int DV>
-__global__ void __launch_bounds__(kMergeWarps * 32) decode_merge_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int kDimsPerLane = DV / 32;
-  static_assert(DV % 64 == 0, "merge kernel takes v head dims that are multiples of 64");
-  __shared__ float rows[kMergeWarps][DV + 2];
+__global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int kMaxWarps = kMaxMergeGroups * DV / 32;
+  __shared__ float reduce_m[kMaxWarps], reduce_l[kMaxWarps];
+  __shared__ float group_acc[kMaxMergeGroups][DV];
+  const int groups = blockDim.x / DV;
+  const int threads = blockDim.x;
+  const int warps = threads / 32;
   const std::int64_t seq = blockIdx.x / p.q_heads;
   const int q_head = blockIdx.x % p.q_heads;
   const std::int32_t seq_len = p.kv.seq_lens[seq];
   if (!seq_selected(p, seq_len)) return;
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  const std::int64_t active = (static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) / p.partition_tokens;
+  const std::int64_t row = p.query_start_loc[seq];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // launched early (PDL): wait for the partitions
+#endif
+  const int tid = threadIdx.x;
+  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /
+                                      p.partition_tokens);
   const std::int64_t first_slot = (seq * p.q_heads + q_head) * p.max_partitions;
+  const float* pmax = p.partial_max + first_slot;
+  const float* psum = p.partial_sum + first_slot;
+  const int group = tid / DV;
+  const int d = tid % DV;
+  const float* out = p.partial_out + first_slot * DV + d;
 
-  float m = -INFINITY, l = 0.0f, acc[kDimsPerLane];
+  // The first kChunk partitions of this thread's group are loaded before the
+  // statistics are reduced, so their latency overlaps the reduction.
+  constexpr int kChunk = DV >= 256 ? 4 : 8;  // 8 spills at 1024 threads (64 registers)
+  float o[kChunk], pm[kChunk], ps[kChunk];
 #pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) acc[i] = 0.0f;
-#pragma unroll 2
-  for (std::int64_t part = warp; part < active; part += kMergeWarps) {
-    const std::int64_t slot = first_slot + part;
-    const float pm = p.partial_max[slot];
-    const float ps = p.partial_sum[slot];
-    float o[kDimsPerLane];
-    const float* src = p.partial_out + slot * DV + lane * kDimsPerLane;
-#pragma unroll
-    for (int i = 0; i < kDimsPerLane; i += 2) {
-      const float2 v = *reinterpret_cast<const float2*>(src + i);
-      o[i] = v.x;
-      o[i + 1] = v.y;
-    }
-    const MergeWeights w = merge_weights(m, pm);
-    const float wo = ps * w.w_other;  // partial_out is normalised: weight by its sum
-    l = l * w.w_self + wo;
-#pragma unroll
-    for (int i = 0; i < kDimsPerLane; ++i) acc[i] = acc[i] * w.w_self + o[i] * wo;
+  for (int j = 0; j < kChunk; ++j) {
+    const int part = group + j * groups;
+    const bool in = part < active;
+    o[j] = in ? out[static_cast<std::int64_t>(part) * DV] : 0.0f;
+    pm[j] = in ? pmax[part] : -INFINITY;
+    ps[j] = in ? psum[part] : 0.0f;
+  }
+
+  // (max, sum) over all active partitions: per thread, then one block-wide
+  // merge of (m, l) pairs.
+  float m = -INFINITY, l = 0.0f;
+  for (int part = tid; part < active; part += threads) {
+    const MergeWeights w = merge_weights(m, pmax[part]);
+    l = l * w.w_self + psum[part] * w.w_other;
     m = w.m;
   }
-  if (lane == 0) {
-    rows[warp][0] = m;
-    rows[warp][1] = l;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float m_other = __shfl_xor_sync(kFullMask, m, offset);
+    const float l_other = __shfl_xor_sync(kFullMask, l, offset);
+    const MergeWeights w = merge_weights(m, m_other);
+    l = l * w.w_self + l_other * w.w_other;
+    m = w.m;
   }
-#pragma unroll
-  for (int i = 0; i < kDimsPerLane; ++i) rows[warp][2 + lane * kDimsPerLane + i] = acc[i];
+  if (tid % 32 == 0) {
+    reduce_m[tid / 32] = m;
+    reduce_l[tid / 32] = l;
+  }
   __syncthreads();
+  float mx = -INFINITY;
+  for (int w = 0; w < warps; ++w) mx = fmaxf(mx, reduce_m[w]);
+  const float m_use = mx == -INFINITY ? 0.0f : mx;  // every weight is 0 then
+  float total = 0.0f;
+  for (int w = 0; w < warps; ++w) total += reduce_l[w] * fast_exp2(reduce_m[w] - m_use);
 
-  const std::int64_t row = p.query_start_loc[seq];
-  for (int d = threadIdx.x; d < DV; d += kMergeWarps * 32) {
-    float mx = -INFINITY;
+  float acc = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kMergeWarps; ++w) mx = fmaxf(mx, rows[w][0]);
-    float lsum = 0.0f, a = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kMergeWarps; ++w) {
-      const float wt = mx == -INFINITY ? 0.0f : fast_exp2(rows[w][0] - mx);
-      lsum += rows[w][1] * wt;
-      a += rows[w][2 + d] * wt;
-    }
-    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + d, state_normalize(a, lsum));
-    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, lsum);
+  for (int j = 0; j < kChunk; ++j) acc += ps[j] * fast_exp2(pm[j] - m_use) * o[j];
+#pragma unroll 8
+  for (int part = group + kChunk * groups; part < active; part += groups)
+    acc += psum[part] * fast_exp2(pmax[part] - m_use) * out[static_cast<std::int64_t>(part) * DV];
+  group_acc[group][d] = acc;
+  __syncthreads();
+  if (group == 0) {
+    for (int g = 1; g < groups; ++g) acc += group_acc[g][d];
+    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + d, state_normalize(acc, total));
+    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, total);
   }
 }
 
@@ -173,8 +227,22 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(partitions)), T::kThreads, T::kSmemBytes,
              stream>>>(p);
     CUDA_TRY_LAUNCH();
-    decode_merge_kernel<T::kVHeadDim><<<static_cast<unsigned>(merge_ctas), kMergeWarps * 32, 0, stream>>>(p);
-    CUDA_TRY_LAUNCH();
+    // Programmatic dependent launch (sm_90+): the merge kernel's launch
+    // overlaps the partition kernel's tail; it waits in griddepcontrol.wait.
+    int device = 0, major = 0;
+    CUDA_TRY(cudaGetDevice(&device));
+    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
+    config.blockDim = dim3(merge_groups(workspace.max_partitions) * T::kVHeadDim);
+    config.dynamicSmemBytes = 0;
+    config.stream = stream;
+    cudaLaunchAttribute attribute[1];
+    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[0].val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = attribute;
+    config.numAttrs = major >= 9 ? 1 : 0;
+    CUDA_TRY(cudaLaunchKernelEx(&config, decode_merge_kernel<T::kVHeadDim>, p));
     return {};
   });
 }

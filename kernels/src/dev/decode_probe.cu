@@ -56,7 +56,8 @@ struct Config {
   bool lse = true;
   std::int64_t num_blocks = 0;  // 0: used pages + a few spare
   bool high_ids = false;        // place pages at the top of a large cache
-  bool fast_fill = false;       // benchmark: BF16 bits straight from a cheap generator, no reference
+  bool fast_fill = false;
+  bool shuffle = true;          // shuffled physical pages (false: sequential)       // benchmark: BF16 bits straight from a cheap generator, no reference
   unsigned seed = 1;
   std::string label() const {
     char buf[256];
@@ -126,7 +127,7 @@ static Built build(const Config& c) {
   b.num_blocks = c.num_blocks ? c.num_blocks : used + 7;
   std::vector<std::int32_t> ids(b.num_blocks);
   std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
+  if (c.shuffle) std::shuffle(ids.begin(), ids.end(), rng);
   if (c.high_ids) std::sort(ids.begin(), ids.end(), std::greater<>());
   ids.resize(used);
   if (c.high_ids) std::shuffle(ids.begin(), ids.end(), rng);
@@ -502,7 +503,7 @@ static float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-static void run_bench() {
+static void run_bench(bool only_first) {
   // copy ceiling
   {
     const size_t n = 2ull << 30;
@@ -532,12 +533,22 @@ static void run_bench() {
   CK(cudaMalloc(&flush, flush_bytes));
   struct Shape {
     int seqs, ctx;
-  } shapes[] = {{64, 4096}, {256, 1024}, {8, 8192}, {1, 32768}};
+    KvLayout layout;
+    bool shuffle;
+    const char* tag;
+  } shapes[] = {{64, 4096, KvLayout::NHD, true, ""},          {256, 1024, KvLayout::NHD, true, ""},
+                {8, 8192, KvLayout::NHD, true, ""},           {1, 32768, KvLayout::NHD, true, ""},
+                {64, 4096, KvLayout::NHD, false, "/seqpages"}, {64, 4096, KvLayout::HND, true, "/HND"},
+                {1, 32768, KvLayout::HND, true, "/HND"}};
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  std::printf("%-12s %-14s %10s %10s %10s\n", "shape", "path", "median_us", "min_us", "KV_GB/s");
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::printf("%-20s %-14s %10s %10s %10s %10s %10s\n", "shape", "path", "median_us", "min_us", "max_us", "KV_GB/s",
+              "graph_us");
   for (auto sh : shapes) {
+    if (only_first && sh.tag[0]) continue;
     Config c;
     c.seed = 5;
     c.q_heads = 32;
@@ -545,40 +556,65 @@ static void run_bench() {
     c.seq_lens.assign(sh.seqs, sh.ctx);
     c.lse = true;
     c.fast_fill = true;
+    c.layout = sh.layout;
+    c.shuffle = sh.shuffle;
     Built b = build(c);
     const double kv_bytes = 2.0 * sh.seqs * (double)sh.ctx * c.kv_heads * c.dk * 2;
     std::vector<void*> keep;
     for (int variant = 0; variant < 5; ++variant) {
+      if (sh.tag[0] && variant != 0 && variant != 3) continue;
       const std::int64_t P = variant == 1 ? 256 : variant == 2 ? 512 : variant == 3 ? 1024 : 512;
       SplitWorkspace ws = variant ? make_ws(b.view, P, keep) : SplitWorkspace{};
       auto launch = [&]() {
-        if (variant == 0) return launch_direct(b.view, 0);
-        if (variant == 4) return launch_auto(b.view, ws, P, 2048, 0);
-        return launch_split(b.view, ws, P, 0);
+        if (variant == 0) return launch_direct(b.view, stream);
+        if (variant == 4) return launch_auto(b.view, ws, P, 2048, stream);
+        return launch_split(b.view, ws, P, stream);
       };
       for (int i = 0; i < 3; ++i) ok_or_die(launch(), "bench");
-      std::vector<float> t;
+      std::vector<float> t, tg;
       for (int i = 0; i < 30; ++i) {
-        CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-        CK(cudaEventRecord(e0));
+        CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+        CK(cudaEventRecord(e0, stream));
         ok_or_die(launch(), "bench");
-        CK(cudaEventRecord(e1));
+        CK(cudaEventRecord(e1, stream));
         CK(cudaEventSynchronize(e1));
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
         t.push_back(ms);
       }
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      ok_or_die(launch(), "capture");
+      CK(cudaStreamEndCapture(stream, &graph));
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      CK(cudaGraphLaunch(exec, stream));
+      for (int i = 0; i < 30; ++i) {
+        CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+        CK(cudaEventRecord(e0, stream));
+        CK(cudaGraphLaunch(exec, stream));
+        CK(cudaEventRecord(e1, stream));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        tg.push_back(ms);
+      }
+      CK(cudaGraphExecDestroy(exec));
+      CK(cudaGraphDestroy(graph));
       char name[32];
       std::snprintf(name, sizeof name, variant == 0 ? "direct" : variant == 4 ? "auto:%lld:2048" : "split:%lld",
                     (long long)P);
-      char shape[32];
-      std::snprintf(shape, sizeof shape, "%dx%d", sh.seqs, sh.ctx);
-      const float med = median(t), mn = *std::min_element(t.begin(), t.end());
-      std::printf("%-12s %-14s %10.1f %10.1f %10.1f\n", shape, name, med * 1e3, mn * 1e3, kv_bytes / (med * 1e6));
+      char shape[48];
+      std::snprintf(shape, sizeof shape, "%dx%d%s", sh.seqs, sh.ctx, sh.tag);
+      const float med = median(t), mn = *std::min_element(t.begin(), t.end()),
+                  mxx = *std::max_element(t.begin(), t.end());
+      std::printf("%-20s %-14s %10.1f %10.1f %10.1f %10.1f %10.1f\n", shape, name, med * 1e3, mn * 1e3, mxx * 1e3,
+                  kv_bytes / (med * 1e6), median(tg) * 1e3);
     }
     for (void* p : keep) cudaFree(p);
     release(b);
   }
+  CK(cudaStreamDestroy(stream));
   cudaFree(flush);
 }
 
@@ -588,7 +624,24 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (mode == "check" || mode == "all") run_checks();
-  if (mode == "bench" || mode == "all") run_bench();
+  if (mode == "bench" || mode == "all") run_bench(false);
+  if (mode == "bench4") run_bench(true);
+  if (mode == "ncu1") {  // one 64 x 4096 direct launch and one 1 x 32768 split launch, for a profiler
+    for (int which = 0; which < 2; ++which) {
+      Config c;
+      c.q_heads = 32;
+      c.kv_heads = 8;
+      c.seq_lens.assign(which ? 1 : 64, which ? 32768 : 4096);
+      c.fast_fill = true;
+      Built b = build(c);
+      std::vector<void*> keep;
+      SplitWorkspace ws = make_ws(b.view, 512, keep);
+      ok_or_die(which ? launch_split(b.view, ws, 512, 0) : launch_direct(b.view, 0), "ncu1");
+      CK(cudaDeviceSynchronize());
+      for (void* p : keep) cudaFree(p);
+      release(b);
+    }
+  }
   std::printf("RESULT failures=%d worst_err_over_tol=%.3f\n", g_failures, g_worst);
   return g_failures ? 1 : 0;
 }
