@@ -13,7 +13,26 @@
 // Head dims built: 64, 128, 256 and 192/128 (K/V).
 //
 // Notes (H200, see the report and docs/performance.md):
-//   PERF-NOTES-PLACEHOLDER
+//   Shapes: 32 query / 8 KV heads, d128, BF16, block 16, shuffled pages,
+//   causal; FLOPs = 4 * 128 * visible keys per query head per token; CUDA
+//   events, median of 15, L2 flushed before each repeat
+//   (kernels/src/dev/prefill_dev.cu bench), H200, 2026-12-02:
+//     8 x 2048        1.168 ms  235.4 TFLOP/s   (target 250; FA2 300, cuDNN 534)
+//     1 x 8192        2.053 ms  267.8 TFLOP/s   (FA2 317, cuDNN 604)
+//     16 x 512        0.218 ms  158.2 TFLOP/s   (FA2 172, cuDNN 297)
+//     chunked 4 x 512 new over 4096 cached   0.570 ms  256.3 TFLOP/s
+//   History at 8 x 2048: 16 rows per warp, 8 warps, Q in registers: 91;
+//   FA2 layout (4 warps x 32 rows, Q re-read from smem, 2 CTAs/SM): 143;
+//   branch-free softmax (per-element softcap/mask branches had split the
+//   loop into tiny blocks, 2x the instructions): 216; table load issued
+//   ahead of the mma: 226; block division by multiply, offset work spread
+//   over all four warps, tree reductions: 235.
+//   Where it stands: 255 registers -> 2 CTAs (8 warps) per SM, latency bound
+//   (ncu: one eligible warp in ~1/3 of cycles), ldmatrix of Q, K and V moves
+//   40 KB of smem per warp per 64-key tile; each CTA's prologue (Q, table,
+//   first tile) is not overlapped with its own work, which is why 8 x 2048
+//   (16 key tiles per CTA on average) runs 12% below 1 x 8192 (64).
+//   Past FlashAttention-2 needs Hopper's wgmma + TMA (see fmha.cu notes).
 #include <cuda_runtime.h>
 
 #include <string>

@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "launchers.cuh"
-#include "prefill_common.cuh"
 
 using namespace pagecheck;
 using namespace pagecheck::gpu;
@@ -512,13 +511,6 @@ static void bench_shape(const char* name, int batch, int q_len, int seq_len) {
   auto gat = time_it([&] { (void)launch_gather(d.view, d.ws, 0); });
   auto fm = time_it([&] { (void)launch_fmha(d.view, d.ws, 0); });
   auto both = time_it([&] { (void)launch_gather(d.view, d.ws, 0); (void)launch_fmha(d.view, d.ws, 0); });
-  // Tile-shape variants of the FMHA kernel (same workspace).
-  attn::AttnParams vp = attn::make_params(d.view);
-  vp.contig_key = d.ws.key; vp.contig_value = d.ws.value; vp.contig_capacity = d.ws.capacity_tokens;
-  auto v32 = time_it([&] { (void)attn::launch_attn<attn::AttnTraits<128, 128, attn::KvKind::BF16, true, 32>>(vp, 0); });
-  auto p32 = time_it([&] { (void)attn::launch_attn<attn::AttnTraits<128, 128, attn::KvKind::BF16, false, 32>>(attn::make_params(d.view), 0); });
-  std::printf("  %-22s variants: fmha kBlockN=32 %7.3f ms %6.1f TFLOP/s | prefill kBlockN=32 %7.3f ms %6.1f TFLOP/s\n", name,
-              v32[0], flops / v32[0] / 1e9, p32[0], flops / p32[0] / 1e9);
   CK(cudaGetLastError());
   std::printf("  %-22s prefill %7.3f ms %6.1f TFLOP/s | gather %6.3f ms %5.2f TB/s | fmha %7.3f ms %6.1f TFLOP/s | "
               "gather+fmha %7.3f ms %6.1f TFLOP/s\n",
