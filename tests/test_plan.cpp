@@ -109,6 +109,7 @@ TEST_CASE("tuning file round trip") {
   table.entries.push_back({32, 8, 128, 128, 1, 512, 2048});
   table.entries.push_back({32, 8, 128, 128, 64, 1024, 0});
   table.entries.push_back({64, 8, 192, 128, 0, 256, 4096});
+  table.entries[0].partition_by_context = {{4096, 256}, {32768, 1024}};
   const auto path = temp_file("roundtrip.json");
   REQUIRE(write_tuning_file(path.string(), table).ok());
   auto read = read_tuning_file(path.string());
@@ -125,6 +126,7 @@ TEST_CASE("tuning file round trip") {
     CHECK(a.num_seqs == b.num_seqs);
     CHECK(a.partition_tokens == b.partition_tokens);
     CHECK(a.threshold_tokens == b.threshold_tokens);
+    CHECK(a.partition_by_context == b.partition_by_context);
   }
   std::filesystem::remove(path);
 }
@@ -151,6 +153,10 @@ TEST_CASE("tuning file validation names the field at fault") {
        "entries[0].partition_tokens must be an integer"},
       {head + "[" + good_entry + R"(, {"query_heads": 32, "kv_heads": 8, "head_dim": 128, "value_head_dim": 128, "num_seqs": 1, "partition_tokens": 0, "threshold_tokens": 2048}]})",
        "entries[1].partition_tokens must be at least 1, got 0"},
+      {head + R"([{"query_heads": 32, "kv_heads": 8, "head_dim": 128, "value_head_dim": 128, "num_seqs": 1, "partition_tokens": 512, "threshold_tokens": 2048, "partition_by_context": [[4096, 256], [1024, 512]]}]})",
+       "entries[0].partition_by_context[1]: contexts must be positive and ascending, got 1024 after 4096"},
+      {head + R"([{"query_heads": 32, "kv_heads": 8, "head_dim": 128, "value_head_dim": 128, "num_seqs": 1, "partition_tokens": 512, "threshold_tokens": 2048, "partition_by_context": [[4096]]}]})",
+       "entries[0].partition_by_context[0] must be a pair of integers"},
       {head + R"([{"query_heads": 30, "kv_heads": 8, "head_dim": 128, "value_head_dim": 128, "num_seqs": 1, "partition_tokens": 512, "threshold_tokens": 2048}]})",
        "entries[0].query_heads 30 is not a multiple of kv_heads 8"},
   };
@@ -202,4 +208,15 @@ TEST_CASE("choose_plan uses the tuned entry nearest in batch size") {
   const Plan fallback = choose_plan(other, &table);
   CHECK(fallback.source == PlanSource::Default);
   CHECK(fallback.kind == PlanKind::SplitKv);
+
+  // Partition by context: the smallest measured context at or above the
+  // request's, else the longest.
+  TuningTable by_context;
+  by_context.entries.push_back({32, 8, 128, 128, 1, 512, 256});
+  by_context.entries[0].partition_by_context = {{4096, 256}, {16384, 512}, {32768, 1024}};
+  CHECK(choose_plan(benchmark_request(1, 3000), &by_context).partition_tokens == 256);
+  CHECK(choose_plan(benchmark_request(1, 16384), &by_context).partition_tokens == 512);
+  CHECK(choose_plan(benchmark_request(1, 20000), &by_context).partition_tokens == 1024);
+  CHECK(choose_plan(benchmark_request(1, 100000), &by_context).partition_tokens == 1024);
+  CHECK(choose_plan(benchmark_request(1, 200), &by_context).kind == PlanKind::Direct);  // under the threshold
 }

@@ -159,6 +159,14 @@ Expected<TuningTable> tune(const TuneOptions& options, std::FILE* log) {
         entry.partition_tokens = partitions[k];
       }
     }
+    for (std::size_t i = from; i < points.size(); ++i) {
+      std::size_t best_k = 0;
+      for (std::size_t k = 1; k < partitions.size(); ++k)
+        if (!std::isnan(points[i].split_ms[k]) &&
+            (std::isnan(points[i].split_ms[best_k]) || points[i].split_ms[k] < points[i].split_ms[best_k]))
+          best_k = k;
+      entry.partition_by_context.emplace_back(points[i].context, partitions[best_k]);
+    }
     if (first_win == points.size()) entry.threshold_tokens = 0;  // split never wins
     else if (first_win == 0) entry.threshold_tokens = points[0].context / 2;
     else entry.threshold_tokens = points[first_win - 1].context;

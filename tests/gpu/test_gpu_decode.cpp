@@ -133,7 +133,6 @@ TEST_CASE("decode: a long context split into many partitions agrees with direct"
   s.kv_heads = 8;
   s.seq_len_list = {32768};
   s.num_seqs = 1;
-  s.pool_factor = 1;
   auto c = generate_case(s);
   REQUIRE(c.ok());
   check_paths(*c, describe_spec(s), {"direct"});

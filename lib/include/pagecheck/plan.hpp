@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "pagecheck/status.hpp"
@@ -48,6 +49,10 @@ struct TuningEntry {
   std::int64_t num_seqs = 0;          // batch size it was measured at; 0: any (the nearest one is used)
   std::int64_t partition_tokens = 0;
   std::int64_t threshold_tokens = 0;  // 0: split never wins
+  // Optional: the best partition measured at each context length (ascending
+  // contexts). choose_plan takes the entry for the smallest measured context
+  // at or above the request's (else the longest); partition_tokens otherwise.
+  std::vector<std::pair<std::int64_t, std::int64_t>> partition_by_context;
 };
 struct TuningTable {
   std::string device_name;
