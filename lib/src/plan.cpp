@@ -99,9 +99,14 @@ double batch_distance(std::int64_t tuned, std::int64_t requested) {
 //     merge) that still gives two waves, at least 256 tokens; sequences no
 //     longer than one partition go direct (threshold = partition), since
 //     splitting them gains nothing.
-// Measured on the H200 (docs/performance.md) this picks split at 1 x 32768
-// and 8 x 8192 and direct at 64 x 4096 and 256 x 1024, matching the faster
-// path at each benchmark shape.
+// Measured on the H200 by `pagecheck tune` (32/8 heads, d128, BF16, block 16,
+// L2 flushed; docs/performance.md): batch 64 (512 CTAs) direct wins at every
+// context 512..8192 (4096: 0.277 ms direct, 0.302 best split); batch 16 (128
+// CTAs) split wins from 1024 tokens (4096: 0.090 vs 0.122 ms) and loses by 4%
+// at 512; batch 1 and 4 split wins from 512 tokens (1 x 32768: 0.0535 ms at
+// partition 1024, 0.0545 at 512, 0.880 direct). So: split below two waves,
+// direct above, and the partition that gives two waves (1 x 32768 -> 512,
+// within 2% of the best; 8 x 8192 -> 1024).
 Plan choose_plan(const PlanRequest& request, const TuningTable* tuning) {
   if (tuning != nullptr) {
     const TuningEntry* best = nullptr;
