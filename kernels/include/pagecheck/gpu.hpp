@@ -2,6 +2,7 @@
 // include it from a plain C++ translation unit. Implemented in kernels/.
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
