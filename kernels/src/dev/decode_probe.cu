@@ -624,6 +624,29 @@ int main(int argc, char** argv) {
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (mode == "check" || mode == "all") run_checks();
+  if (mode == "small") {  // a few small cases, for compute-sanitizer memcheck / racecheck
+    const DType kvs[] = {DType::BF16, DType::F8_E4M3, DType::F32};
+    const int dims[][2] = {{128, 128}, {192, 128}, {64, 64}};
+    for (int i = 0; i < 3; ++i) {
+      Config c;
+      c.seed = 500 + i;
+      c.kv = kvs[i];
+      c.q = i == 2 ? DType::F32 : DType::BF16;
+      c.dk = dims[i][0];
+      c.dv = dims[i][1];
+      c.block = i == 1 ? 7 : 16;
+      c.layout = i == 1 ? KvLayout::HND : KvLayout::NHD;
+      c.q_heads = 8;
+      c.kv_heads = i == 2 ? 1 : 2;
+      c.window = i == 1 ? 50 : 0;
+      c.softcap = i == 2 ? 10.0f : 0.0f;
+      c.seq_lens = {1, 7, 100, 300};
+      check_case(c, 64, 90);
+    }
+    Config c;
+    c.seq_lens = {20, 200};
+    check_graph(c, 64);
+  }
   if (mode == "bench" || mode == "all") run_bench(false);
   if (mode == "bench4") run_bench(true);
   if (mode == "ncu1") {  // one 64 x 4096 direct launch and one 1 x 32768 split launch, for a profiler
