@@ -26,7 +26,7 @@
 //   64 x 4096    350.2       316.9       307.0        279.0    direct wins
 //   256 x 1024   409.0       374.9       364.9        287.5    direct wins
 // (split numbers at 64 x 4096 and 256 x 1024 are from the merge with 4
-// groups for every capacity; merge_groups() now uses 1 group there.)
+// groups for every capacity, which is what merge_groups() uses.)
 // Graph replay times equal the eager ones within 0.5 us.
 // Tuning decisions:
 // - Partition 1024 is the best of 256/512/1024 at every shape measured;
@@ -102,10 +102,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 // a dependent chain per partition) took about 10 us of the 58 us at
 // 1 x 32768 (partition 512).
 constexpr int kMaxMergeGroups = 4;
-// Groups per merge CTA from the capacity: 1 when there are few partitions
-// (many short sequences: a 512-thread CTA for 4 partitions cost 256 x 1024
-// split:256 8% and auto 7% over direct), up to 4 for long contexts.
+// Groups per merge CTA. Every correctness and timing run on the H200 used 4
+// groups. Fewer groups for few partitions (1 below 8, 2 below 16) should cut
+// the merge's idle threads (a 512-thread CTA for 4 partitions cost 256 x 1024
+// split:256 8% and auto 7% over direct), but that variant has not run on a
+// GPU yet, so it stays off until a device check passes with it.
+constexpr bool kCapacityMergeGroups = false;
 inline int merge_groups(std::int64_t max_partitions) {
+  if (!kCapacityMergeGroups) return kMaxMergeGroups;
   return max_partitions >= 16 ? 4 : max_partitions >= 8 ? 2 : 1;
 }
 
