@@ -14,24 +14,15 @@
 #include <vector>
 
 #include "pagecheck/safetensors.hpp"
+#include "scratch_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace pagecheck;
 
 namespace {
 
-// A scratch folder for this process, removed at exit.
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("pagecheck_test_safetensors_{}", ::getpid());
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
 fs::path temp_dir() {
-  static const ScratchDir dir;
+  static const test::ScratchDir dir("safetensors");
   return dir.path;
 }
 

@@ -14,6 +14,7 @@
 
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/safetensors.hpp"
+#include "scratch_dir.hpp"
 #include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
 
@@ -22,18 +23,8 @@ using namespace pagecheck;
 
 namespace {
 
-// A scratch folder for this process, removed at exit.
-struct ScratchDir {
-  fs::path path = fs::temp_directory_path() / fmt::format("pagecheck_test_validate_{}", ::getpid());
-  ScratchDir() { fs::create_directories(path); }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path, ignored);
-  }
-};
-
 fs::path temp_dir() {
-  static const ScratchDir dir;
+  static const test::ScratchDir dir("validate");
   return dir.path;
 }
 
