@@ -270,6 +270,8 @@ Expected<std::int64_t> checked_bytes(std::initializer_list<std::int64_t> dims, D
 
 }  // namespace
 
+Status check_synthetic_spec(const SyntheticSpec& spec) { return check_spec(spec); }
+
 std::vector<std::int64_t> boundary_lengths(std::int64_t block_size, std::int64_t min, std::int64_t max) {
   const std::int64_t p = kDefaultPartitionTokens, b = block_size;
   std::set<std::int64_t> lengths = {1, 2, b - 1, b, b + 1, 2 * b - 1, 2 * b, 2 * b + 1, p - 1, p, p + 1,

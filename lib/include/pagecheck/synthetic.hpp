@@ -78,6 +78,10 @@ struct SyntheticSpec {
 
 Expected<Case> generate_case(const SyntheticSpec& spec);
 
+// The checks generate_case makes before it allocates anything: a spec that
+// passes is one the generator accepts (a usage error names the field).
+Status check_synthetic_spec(const SyntheticSpec& spec);
+
 // Real model geometries: "llama3-8b", "llama3-70b", "mistral-7b-window",
 // "gemma2-9b-softcap", "deepseek-192-128", ... (preset_names() lists them).
 std::vector<std::string> preset_names();
