@@ -30,6 +30,16 @@ namespace {
 using namespace pagecheck;
 using namespace pagecheck::app;
 
+// NonNegativeNumber lets "nan" through (nan < 0 is false); a NaN tolerance
+// makes every comparison pass, so tolerances and the softcap refuse it.
+const CLI::Validator kNonNegativeNotNan(
+    [](std::string& text) -> std::string {
+      double value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || !(value >= 0)) return "must be a number >= 0, got " + text;
+      return {};
+    },
+    "NONNEGATIVE");
+
 // Options that describe a synthetic case (run, gen). Returns the options
 // that count as geometry flags, so that main can tell "nothing given".
 std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
@@ -75,7 +85,7 @@ std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
   geo(cmd->add_option("--layout", o.layout, "NHD | HND"));
   geo(cmd->add_option("--table", o.table, "dense (vLLM) | csr (FlashInfer)"));
   geo(cmd->add_option("--window", o.window, "Sliding window in keys (0: none)")->check(CLI::NonNegativeNumber));
-  geo(cmd->add_option("--softcap", o.softcap, "Logit softcap (0: none)")->check(CLI::NonNegativeNumber));
+  geo(cmd->add_option("--softcap", o.softcap, "Logit softcap (0: none)")->check(kNonNegativeNotNan));
   geo(cmd->add_option("--scale", o.scale, "Logit scale (default 1/sqrt(head_dim))"));
   geo(cmd->add_option("--k-scale", o.k_scale, "Key dequantisation scale"));
   geo(cmd->add_option("--v-scale", o.v_scale, "Value dequantisation scale"));
@@ -94,10 +104,10 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
       ->delimiter(',')
       ->group(g);
   cmd->add_option("--atol", e.atol, "Absolute tolerance (overrides the per-dtype default)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNotNan)
       ->group(g);
   cmd->add_option("--rtol", e.rtol, "Relative tolerance (overrides the per-dtype default)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegativeNotNan)
       ->group(g);
   cmd->add_option("--device", e.device, "CUDA device index")->check(CLI::NonNegativeNumber)->group(g);
   if (!bench) cmd->add_flag("--require-gpu", e.require_gpu, "A missing GPU is a failure (exit 4)")->group(g);

@@ -113,6 +113,17 @@ TEST_CASE("usage errors exit 2") {
   CHECK(contains(r.err, "F12"));
 }
 
+TEST_CASE("a NaN tolerance or softcap is a usage error, not a pass") {
+  // NaN < 0 is false, so a plain "non-negative" check lets NaN through, and
+  // with a NaN tolerance no element ever counts as a mismatch.
+  REQUIRE(run_tool("gen -o nan_tol.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output --output-dtype BF16")
+              .rc == 0);
+  REQUIRE(run_tool("replay nan_tol.safetensors --paths reference --atol 0 --rtol 0").rc == 1);
+  CHECK(run_tool("replay nan_tol.safetensors --paths reference --atol nan --rtol 0").rc == 2);
+  CHECK(run_tool("replay nan_tol.safetensors --paths reference --atol 0 --rtol nan").rc == 2);
+  CHECK(run_tool("run --preset mqa --paths reference --softcap nan").rc == 2);
+}
+
 TEST_CASE("replay of a missing file exits 3 and names it") {
   const Result r = run_tool("replay does-not-exist.safetensors --paths reference");
   CHECK(r.rc == 3);
