@@ -40,14 +40,17 @@ void print_table_stats(const Case& c) {
   std::vector<std::int64_t> seq_lens, q_lens;
   for (std::int64_t s = 0; s < num_seqs; ++s) seq_lens.push_back(c.seq_lens[s]);
   for (std::size_t s = 0; s + 1 < c.query_start_loc.size(); ++s)
-    q_lens.push_back(c.query_start_loc[s + 1] - c.query_start_loc[s]);
+    q_lens.push_back(static_cast<std::int64_t>(c.query_start_loc[s + 1]) - c.query_start_loc[s]);
 
   std::map<std::int32_t, std::set<std::int64_t>> users;  // page -> sequences that need it
   std::int64_t entries_needed = 0, out_of_range = 0, repeated_in_seq = 0;
   const auto& indptr = c.table.page_indptr;
   const auto& indices = c.table.page_indices;
   for (std::int64_t s = 0; s < num_seqs && static_cast<std::size_t>(s) + 1 < indptr.size(); ++s) {
-    const std::int64_t needed = (std::max<std::int64_t>(c.seq_lens[s], 0) + bs - 1) / bs;
+    // Rounded up without seq_len + bs - 1, which overflows for a hostile
+    // block size (up to INT64_MAX when the cache has no blocks).
+    const std::int64_t seq_len = std::max<std::int64_t>(c.seq_lens[s], 0);
+    const std::int64_t needed = seq_len / bs + (seq_len % bs != 0 ? 1 : 0);
     std::set<std::int32_t> seen;
     for (std::int64_t k = 0; k < needed; ++k) {
       const std::int64_t at = indptr[s] + k;

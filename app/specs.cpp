@@ -161,7 +161,11 @@ std::string describe_geometry(const Case& c) {
   std::string mode;
   std::int64_t min_q = -1, max_q = 0, min_ctx = -1, max_ctx = 0;
   for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
-    const std::int64_t q = (static_cast<std::size_t>(s) + 1 < c.query_start_loc.size()) ? c.q_len(s) : 0;
+    // In 64 bits: the case may not have validated yet, and INT32_MAX - INT32_MIN
+    // overflows the int that Case::q_len subtracts in.
+    const std::int64_t q = (static_cast<std::size_t>(s) + 1 < c.query_start_loc.size())
+                               ? static_cast<std::int64_t>(c.query_start_loc[s + 1]) - c.query_start_loc[s]
+                               : 0;
     const std::int64_t ctx = c.seq_lens[s];
     min_q = min_q < 0 ? q : std::min(min_q, q);
     max_q = std::max(max_q, q);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -176,6 +178,33 @@ TEST_CASE("a case that parses but does not validate exits 3 and says what is wro
   r = run_tool("inspect bad_table.safetensors");
   CHECK(r.rc == 3);
   CHECK(contains(r.out, "invalid:"));
+}
+
+TEST_CASE("inspect and replay print an unvalidated hostile case without overflowing") {
+  // query_start_loc [INT32_MIN, INT32_MAX] and a cache of no blocks with
+  // block size INT64_MAX both parse; validation refuses them, but the
+  // geometry line and the table statistics are printed first.
+  using pagecheck::DType;
+  using pagecheck::Tensor;
+  std::map<std::string, Tensor> tensors;
+  tensors["query"] = Tensor::from_vector<float>(DType::F32, {1, 1, 1}, {1.0f});
+  const std::int64_t huge_block = std::numeric_limits<std::int64_t>::max();
+  tensors["key_cache"] = Tensor::from_vector<float>(DType::F32, {0, huge_block, 1, 1}, {});
+  tensors["value_cache"] = Tensor::from_vector<float>(DType::F32, {0, huge_block, 1, 1}, {});
+  tensors["block_table"] = Tensor::from_vector<std::int32_t>(DType::I32, {1, 1}, {0});
+  tensors["seq_lens"] = Tensor::from_vector<std::int32_t>(DType::I32, {1}, {100});
+  tensors["query_start_loc"] = Tensor::from_vector<std::int32_t>(
+      DType::I32, {2}, {std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max()});
+  REQUIRE(pagecheck::write_safetensors(work_dir() / "hostile_geometry.safetensors", tensors, {}).ok());
+
+  Result r = run_tool("inspect hostile_geometry.safetensors");
+  CHECK(r.rc == 3);
+  CHECK(contains(r.out, "prefill (q_len 4294967295)"));  // not a wrapped -1 read as decode
+  CHECK(contains(r.out, "q_len:     min 4294967295"));
+  CHECK(contains(r.out, "1 entries needed"));  // seq_len 100 needs one page of any size
+  CHECK(contains(r.out, "1 out of range"));
+  r = run_tool("replay hostile_geometry.safetensors --paths reference");
+  CHECK(r.rc == 3);
 }
 
 TEST_CASE("run --preset llama3-8b --paths reference writes the JSON fields") {
