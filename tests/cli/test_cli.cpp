@@ -253,6 +253,24 @@ TEST_CASE("gen then replay: the recorded output round-trips") {
   CHECK(contains(j["cases"][0]["geometry"].get<std::string>(), "csr"));
 }
 
+TEST_CASE("a recorded LSE without a recorded output is still compared") {
+  REQUIRE(run_tool("gen -o lse_only.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output").rc == 0);
+  auto c = pagecheck::load_case_file(work_dir() / "lse_only.safetensors");
+  REQUIRE(c.ok());
+  REQUIRE(c->recorded_lse.has_value());
+  c->recorded_output.reset();
+  REQUIRE(pagecheck::save_case_file(*c, work_dir() / "lse_only_good.safetensors").ok());
+  CHECK(run_tool("replay lse_only_good.safetensors --paths reference").rc == 0);
+
+  std::vector<float> wrong(static_cast<std::size_t>(c->recorded_lse->numel()));
+  for (std::size_t i = 0; i < wrong.size(); ++i) wrong[i] = static_cast<float>(c->recorded_lse->at(i)) + 1.0f;
+  c->recorded_lse = pagecheck::Tensor::from_vector<float>(pagecheck::DType::F32, c->recorded_lse->shape, wrong);
+  REQUIRE(pagecheck::save_case_file(*c, work_dir() / "lse_only_wrong.safetensors").ok());
+  const Result r = run_tool("replay lse_only_wrong.safetensors --paths reference");
+  CHECK(r.rc == 1);
+  CHECK(contains(r.out, "recorded LSE"));
+}
+
 TEST_CASE("inspect shows geometry, table statistics, validity and paths") {
   REQUIRE(run_tool("gen -o insp.safetensors --preset mqa --seqs 3 --seq-len 50").rc == 0);
   const Result r = run_tool("inspect insp.safetensors");
