@@ -172,6 +172,14 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
   const std::int64_t bs = d.view.kv.block_size;
   const std::size_t out_elem = dtype_size(d.view.output_dtype);
 
+  // The free page's own bytes (key, then value), saved while round 0's move
+  // uses it, and the page the move emptied (-1: none).
+  DeviceBuffer saved_spare;
+  std::int64_t moved_from = -1;
+  const std::size_t kb = d.key_page_bytes(), vb = d.value_page_bytes();
+  std::byte* const key = d.key_cache.as<std::byte>();
+  std::byte* const value = d.value_cache.as<std::byte>();
+
   for (int round = 0; round < 2; ++round) {
     d.host_page_indices = original_indices;
     d.host_seq_lens = changed_lengths(d, round);
@@ -191,17 +199,26 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
     }
     std::string change = fmt::format("round {}: {} longer, {} shorter", round + 1, longer, shorter);
     if (round == 0 && d.spare_page >= 0 && !d.host_seq_lens.empty()) {
-      // Move the middle page of the longest sequence to the free page.
+      // Move the middle page of the longest sequence to the free page, and
+      // fill the page it left with NaN bytes: a replay that still reads the
+      // table of capture time then reads NaN where the eager run reads the
+      // moved page (with the old page intact the two would agree anyway).
       const auto longest = static_cast<std::size_t>(
           std::max_element(d.host_seq_lens.begin(), d.host_seq_lens.end()) - d.host_seq_lens.begin());
       const std::int64_t used = (d.host_seq_lens[longest] + bs - 1) / bs;
       const auto entry = static_cast<std::size_t>(d.host_page_indptr[longest] + used / 2);
       const std::int64_t from = d.host_page_indices[entry];
-      const std::size_t kb = d.key_page_bytes(), vb = d.value_page_bytes();
-      CUDA_TRY(cudaMemcpyAsync(d.key_cache.as<std::byte>() + d.spare_page * kb, d.key_cache.as<std::byte>() + from * kb, kb,
-                               cudaMemcpyDeviceToDevice, stream));
-      CUDA_TRY(cudaMemcpyAsync(d.value_cache.as<std::byte>() + d.spare_page * vb, d.value_cache.as<std::byte>() + from * vb,
-                               vb, cudaMemcpyDeviceToDevice, stream));
+      auto scratch = device_alloc(kb + vb);
+      if (!scratch) return scratch.error();
+      saved_spare = std::move(*scratch);
+      CUDA_TRY(cudaMemcpyAsync(saved_spare.as<std::byte>(), key + d.spare_page * kb, kb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(saved_spare.as<std::byte>() + kb, value + d.spare_page * vb, vb, cudaMemcpyDeviceToDevice,
+                               stream));
+      CUDA_TRY(cudaMemcpyAsync(key + d.spare_page * kb, key + from * kb, kb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(value + d.spare_page * vb, value + from * vb, vb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemsetAsync(key + from * kb, 0xFF, kb, stream));
+      CUDA_TRY(cudaMemsetAsync(value + from * vb, 0xFF, vb, stream));
+      moved_from = from;
       d.host_page_indices[entry] = static_cast<std::int32_t>(d.spare_page);
       change += fmt::format(", page {} of seq {} moved to free page {}", from, longest, d.spare_page);
     }
@@ -225,6 +242,16 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
       result.failures.push_back(
           fmt::format("after changing the table ({}): {} output elements unwritten", change, unwritten));
     result.done.push_back(change);
+    if (moved_from >= 0) {
+      // Put the moved page back where it was and the free page's bytes back.
+      CUDA_TRY(cudaMemcpyAsync(key + moved_from * kb, key + d.spare_page * kb, kb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(value + moved_from * vb, value + d.spare_page * vb, vb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(key + d.spare_page * kb, saved_spare.as<std::byte>(), kb, cudaMemcpyDeviceToDevice, stream));
+      CUDA_TRY(cudaMemcpyAsync(value + d.spare_page * vb, saved_spare.as<std::byte>() + kb, vb, cudaMemcpyDeviceToDevice,
+                               stream));
+      CUDA_TRY(cudaStreamSynchronize(stream));
+      moved_from = -1;
+    }
   }
   d.host_page_indices = original_indices;
   d.host_seq_lens = original_lens;

@@ -219,6 +219,10 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
     CUDA_TRY(cudaMemset(d->value_cache.as<std::byte>() + c.value_cache.nbytes, 0xFF,
                         d->value_cache.bytes() - c.value_cache.nbytes));
   CUDA_TRY(cudaMemcpy(d->query.get(), c.query.data, c.query.nbytes, cudaMemcpyHostToDevice));
+  // A cudaMemcpy from pageable memory may return before its DMA lands, and
+  // the memsets run on the legacy stream: the harness's non-blocking stream
+  // is not ordered after either, so wait here.
+  CUDA_TRY(cudaDeviceSynchronize());
   auto& v = d->view;
   v.scale = static_cast<float>(c.scale());
   v.softcap = static_cast<float>(c.params.softcap);

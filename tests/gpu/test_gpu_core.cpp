@@ -46,6 +46,26 @@ class MemsetPath final : public GpuPath {
   Fill fill_;
 };
 
+// A path whose single stage is `launch`, run on the uploaded case.
+class LambdaPath final : public GpuPath {
+ public:
+  using Launch = std::function<Status(const DeviceCase&, cudaStream_t)>;
+  LambdaPath(std::string name, Launch launch) : name_(std::move(name)), launch_(std::move(launch)) {}
+  std::string name() const override { return name_; }
+  Applicability applies(const Case&) const override { return {}; }
+  Expected<PreparedPath> prepare(const Case&, DeviceCase& d, const RunOptions&) override {
+    PreparedPath p;
+    DeviceCase* dc = &d;
+    Launch launch = launch_;
+    p.stages.push_back(Stage{"lambda", [dc, launch](cudaStream_t s) { return launch(*dc, s); }, 0.0, 0.0});
+    return p;
+  }
+
+ private:
+  std::string name_;
+  Launch launch_;
+};
+
 Case small_case(DType query_dtype = DType::F32) {
   SyntheticSpec s;
   s.name = "core";
@@ -114,6 +134,48 @@ TEST_CASE("harness: a launch that bakes the lengths in at capture fails the grap
   REQUIRE(run.ok());
   CHECK(has_failure(*run, "graph replay differs from an eager run"));
   CHECK_FALSE(has_failure(*run, "not bitwise repeatable"));
+}
+
+TEST_CASE("harness: a launch that bakes the page table in at capture fails the graph check") {
+  // CSR table without shared pages: every entry names a distinct real page,
+  // so only the graph check's page move changes what an entry points at.
+  SyntheticSpec s;
+  s.name = "frozen-table";
+  s.seed = 44;
+  s.num_seqs = 4;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 64;
+  s.query_dtype = DType::F32;
+  s.table_form = TableForm::Csr;
+  s.share_pages = false;
+  s.seq_len_dist = LengthDist::List;
+  s.seq_len_list = {20, 45, 70, 130};
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  // Output element e = the first 4 bytes of the page that table entry e
+  // names, the page taken from the host's table at launch time: a graph
+  // replays the pages of capture time. Lengths play no part.
+  LambdaPath path("frozen-table", [](const DeviceCase& d, cudaStream_t st) -> Status {
+    CUDA_TRY(cudaMemsetAsync(d.output.get(), 0, d.output.bytes(), st));
+    CUDA_TRY(cudaMemsetAsync(d.lse.get(), 0, d.lse.bytes(), st));
+    const std::size_t kb = d.key_page_bytes();
+    for (std::size_t e = 0; e < d.host_page_indices.size() && (e + 1) * 4 <= d.output.bytes(); ++e) {
+      const std::int64_t page = d.host_page_indices[e];
+      if (page < 0 || page >= d.view.kv.num_blocks) continue;
+      CUDA_TRY(cudaMemcpyAsync(d.output.as<std::byte>() + e * 4, d.key_cache.as<std::byte>() + page * kb, 4,
+                               cudaMemcpyDeviceToDevice, st));
+    }
+    return {};
+  });
+  auto run = path.run(*c, correctness_options());
+  REQUIRE(run.ok());
+  CHECK(run->unwritten == 0);
+  CHECK_FALSE(has_failure(*run, "not bitwise repeatable"));
+  // The moved page holds the same values at its new place; only a page left
+  // behind with other bytes tells the stale replay apart.
+  CHECK(has_failure(*run, "graph replay differs from an eager run"));
+  CHECK(run->notes["graph_check"].find("moved to free page") != std::string::npos);
 }
 
 TEST_CASE("harness: timing rows, graph replay time, byte and FLOP model") {
