@@ -158,17 +158,21 @@ std::string mismatch_reason(std::string_view what, const ErrorStats& e, Toleranc
   return out;
 }
 
+// The recorded LSE is judged with the looser of the LSE tolerance and the
+// recording's own; the failure message must quote the one used.
+Tolerance recorded_lse_tolerance(const Judging& tol) {
+  Tolerance t = tol.lse;
+  t.atol = std::max(t.atol, tol.recorded.atol);
+  t.rtol = std::max(t.rtol, tol.recorded.rtol);
+  return t;
+}
+
 // Compares `out` with the case's recorded output/LSE when it has them.
 void compare_recorded(const Case& c, const std::vector<float>& output, const std::vector<float>& lse,
                       const std::vector<double>& recorded_output, const std::vector<double>& recorded_lse,
                       const Judging& tol, PathReport& row) {
   if (c.recorded_output) row.recorded = compare(c, output, recorded_output, c.v_head_dim(), tol.recorded);
-  if (c.recorded_lse && !lse.empty()) {
-    Tolerance lse_tol = tol.lse;
-    lse_tol.atol = std::max(lse_tol.atol, tol.recorded.atol);
-    lse_tol.rtol = std::max(lse_tol.rtol, tol.recorded.rtol);
-    row.recorded_lse = compare(c, lse, recorded_lse, 1, lse_tol);
-  }
+  if (c.recorded_lse && !lse.empty()) row.recorded_lse = compare(c, lse, recorded_lse, 1, recorded_lse_tolerance(tol));
 }
 
 struct CaseOutcome {
@@ -258,7 +262,8 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
         if (row.recorded && row.recorded->mismatches > 0)
           failures.push_back(mismatch_reason("differs from the recorded output", *row.recorded, tol.recorded, "recorded"));
         if (row.recorded_lse && row.recorded_lse->mismatches > 0)
-          failures.push_back(mismatch_reason("differs from the recorded LSE", *row.recorded_lse, tol.lse, "recorded"));
+          failures.push_back(mismatch_reason("differs from the recorded LSE", *row.recorded_lse, recorded_lse_tolerance(tol),
+                                             "recorded"));
         if (!failures.empty()) {
           row.status = PathStatus::Fail;
           row.reason = failures.front();

@@ -12,9 +12,11 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "pagecheck/case_file.hpp"
+#include "pagecheck/metrics.hpp"
 #include "pagecheck/safetensors.hpp"
 #include "pagecheck/synthetic.hpp"
 
@@ -269,6 +271,28 @@ TEST_CASE("a recorded LSE without a recorded output is still compared") {
   const Result r = run_tool("replay lse_only_wrong.safetensors --paths reference");
   CHECK(r.rc == 1);
   CHECK(contains(r.out, "recorded LSE"));
+}
+
+TEST_CASE("a recorded LSE failure quotes the tolerance it was judged with") {
+  // F32 inputs with a BF16 recording: the recorded LSE is judged with the
+  // BF16 tolerance, looser than the F32 LSE tolerance.
+  REQUIRE(run_tool("gen -o lse_tol.safetensors --seqs 2 --seq-len 24 --head-dim 64 --q-dtype F32 --kv-dtype F32 "
+                   "--with-output --output-dtype BF16")
+              .rc == 0);
+  auto c = pagecheck::load_case_file(work_dir() / "lse_tol.safetensors");
+  REQUIRE(c.ok());
+  REQUIRE(c->recorded_lse.has_value());
+  std::vector<float> wrong(static_cast<std::size_t>(c->recorded_lse->numel()));
+  for (std::size_t i = 0; i < wrong.size(); ++i) wrong[i] = static_cast<float>(c->recorded_lse->at(i)) + 1.0f;
+  c->recorded_lse = pagecheck::Tensor::from_vector<float>(pagecheck::DType::F32, c->recorded_lse->shape, wrong);
+  REQUIRE(pagecheck::save_case_file(*c, work_dir() / "lse_tol_wrong.safetensors").ok());
+  const Result r = run_tool("replay lse_tol_wrong.safetensors --paths reference");
+  CHECK(r.rc == 1);
+  const pagecheck::Tolerance bf16 = pagecheck::default_tolerance(pagecheck::DType::BF16, pagecheck::DType::BF16);
+  const pagecheck::Tolerance f32_lse = pagecheck::default_lse_tolerance(pagecheck::DType::F32, pagecheck::DType::F32);
+  REQUIRE(bf16.atol > f32_lse.atol);
+  CHECK(contains(r.out, "differs from the recorded LSE: "));
+  CHECK_MESSAGE(contains(r.out, fmt::format("elements beyond atol {:g} ", bf16.atol)), r.out);
 }
 
 TEST_CASE("inspect shows geometry, table statistics, validity and paths") {
