@@ -154,3 +154,35 @@ TEST_CASE("default tolerances: the loosest precision decides") {
       CHECK(lse.atol >= t.atol);
     }
 }
+
+TEST_CASE("default tolerances shrink atol for rows whose outputs are small") {
+  // Long contexts average thousands of V rows into outputs of ~0.02: an
+  // error of 0.005 there is a quarter of the output (a wrong page), yet
+  // below a fixed atol of 1e-2. Row 0 (token 0, head 0) has rms 0.02.
+  const Case c = geometry();
+  const Tolerance bf16 = default_tolerance(DType::BF16, DType::BF16);
+  CHECK(bf16.row_scale == kToleranceRowScale);
+  std::vector<double> ref(32, 1.0);
+  for (int d = 0; d < 4; ++d) ref[d] = d % 2 ? 0.02 : -0.02;
+  std::vector<float> out = as_float(ref);
+  out[1] += 0.005f;
+  auto stats = compare(c, out, ref, 4, bf16);
+  CHECK(stats.mismatches == 1);
+  CHECK(stats.worst.dim == 1);
+  // Rows of rms >= row_scale keep the full atol: 0.015 off a 1.0 passes.
+  out = as_float(ref);
+  out[9] += 0.015f;
+  CHECK(compare(c, out, ref, 4, bf16).mismatches == 0);
+  // Without row scaling (and for the LSE, whose error is absolute) the
+  // plain atol applies.
+  out = as_float(ref);
+  out[1] += 0.005f;
+  CHECK(compare(c, out, ref, 4, {bf16.atol, bf16.rtol}).mismatches == 0);
+  CHECK(default_lse_tolerance(DType::BF16, DType::BF16).row_scale == 0);
+  // A row of zeros (no visible key) must come back as zeros.
+  std::vector<double> zero_row = ref;
+  for (int d = 0; d < 4; ++d) zero_row[d] = 0;
+  out = as_float(zero_row);
+  out[2] = 1e-3f;
+  CHECK(compare(c, out, zero_row, 4, bf16).mismatches == 1);
+}

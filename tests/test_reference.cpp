@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/reference.hpp"
@@ -100,8 +102,9 @@ double lse_at(const Case& c, const ReferenceResult& r, std::int64_t token, std::
 
 // The attention written as scalar loops over the math, element by element,
 // reading through Tensor::at and the shared view: a second derivation to
-// hold the Eigen version against.
-ReferenceResult scalar_attention(const Case& c) {
+// hold the Eigen version against. `round_p`: the softmax weights rounded to
+// BF16 before P.V, as a BF16 tensor-core kernel does.
+ReferenceResult scalar_attention(const Case& c, bool round_p = false) {
   const PagedKvView kv = c.host_view();
   const std::int64_t hq = c.q_heads(), dk = c.head_dim(), dv = c.v_head_dim(), group = hq / c.kv_heads();
   ReferenceResult r;
@@ -128,7 +131,8 @@ ReferenceResult scalar_attention(const Case& c) {
         double sum = 0;
         for (std::int64_t j = 0; j < len; ++j) sum += std::exp(logit[j] - top);
         for (std::int64_t j = 0; j < len; ++j) {
-          const double p = std::exp(logit[j] - top) / sum;
+          double p = std::exp(logit[j] - top) / sum;
+          if (round_p) p = bf16_to_float(float_to_bf16(static_cast<float>(p)));
           if (p == 0) continue;
           const std::int64_t base = kv.value_offset(s, j, h / group);
           for (std::int64_t d = 0; d < dv; ++d)
@@ -393,4 +397,80 @@ TEST_CASE("recorded cases from PyTorch float64 replay at float32 rounding level"
     CHECK(stats.mismatches == 0);
   }
   CHECK(files >= 15);
+}
+
+// The default tolerances must fail the bugs a paged-attention kernel has, not
+// only pass correct output: a wrong page, a window or length off by one, a
+// missing softcap. The wrong outputs are the reference of a mutated case,
+// rounded to BF16 as a kernel writes them; a correct kernel is emulated with
+// BF16 softmax weights and a BF16 output. Decode over 2048 tokens: outputs
+// average so many V rows that they are ~0.035, below a fixed atol of 1e-2.
+TEST_CASE("default tolerances pass a BF16 kernel's rounding and fail a wrong page, window or softcap") {
+  auto to_bf16 = [](const std::vector<double>& v) {
+    std::vector<float> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = bf16_to_float(float_to_bf16(static_cast<float>(v[i])));
+    return out;
+  };
+  for (DType kv : {DType::BF16, DType::F8_E4M3}) {
+    for (std::int64_t len : {513, 2048}) {
+      SyntheticSpec spec;
+      spec.name = fmt::format("{}-{}", dtype_name(kv), len);
+      spec.seed = 31;
+      spec.num_seqs = 2;
+      spec.q_heads = 8;
+      spec.kv_heads = 2;
+      spec.head_dim = 128;
+      spec.kv_dtype = kv;
+      if (is_fp8(kv)) {
+        spec.k_scale = 0.05;
+        spec.v_scale = 0.02;
+      }
+      spec.seq_len_max = len;
+      spec.share_pages = false;
+      CAPTURE(spec.name);
+      auto made = generate_case(spec);
+      REQUIRE(made.ok());
+      const Case& c = *made;
+      const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
+      auto mismatches = [&](const Case& right, const Case& wrong) {
+        auto want = reference_attention(right);
+        auto got = reference_attention(wrong);
+        REQUIRE(want.ok());
+        REQUIRE(got.ok());
+        return compare(right, to_bf16(got->output), want->output, right.v_head_dim(), tol).mismatches;
+      };
+
+      auto ref = reference_attention(c);
+      REQUIRE(ref.ok());
+      const auto kernel_like = scalar_attention(c, true);
+      CHECK(compare(c, to_bf16(kernel_like.output), ref->output, c.v_head_dim(), tol).mismatches == 0);
+
+      Case wrong_page = c;  // sequence 0's second page read from sequence 1's
+      wrong_page.table.page_indices[wrong_page.table.page_indptr[0] + 1] =
+          wrong_page.table.page_indices[wrong_page.table.page_indptr[1] + 1];
+      CHECK(mismatches(c, wrong_page) > 0);
+
+      // One key in 2048 is below BF16's resolution; in 513 it must show.
+      if (len == 513) {
+        Case short_by_one = c;  // the last key of each sequence missed
+        for (auto& l : short_by_one.seq_lens) --l;
+        CHECK(mismatches(c, short_by_one) > 0);
+
+        Case window = c;  // a window of half the context, off by one
+        window.params.sliding_window = len / 2;
+        Case window_plus_one = window;
+        window_plus_one.params.sliding_window += 1;
+        CHECK(mismatches(window, window_plus_one) > 0);
+      }
+
+      spec.profile = ValueProfile::LargeLogits;  // softcap 30 forgotten, on logits in the hundreds
+      auto large = generate_case(spec);
+      REQUIRE(large.ok());
+      Case capped = *large;
+      capped.params.softcap = 30;
+      Case uncapped = capped;
+      uncapped.params.softcap = 0;
+      CHECK(mismatches(capped, uncapped) > 0);
+    }
+  }
 }

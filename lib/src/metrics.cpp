@@ -48,12 +48,12 @@ ElementLocation locate(const Case& c, std::int64_t index, std::int64_t width) {
 
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype) {
   const Tolerance q = tolerance_for(query_dtype), kv = tolerance_for(kv_dtype);
-  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol)};
+  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale};
 }
 
 Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
   const Tolerance out = default_tolerance(query_dtype, kv_dtype);
-  return {std::max(out.atol, 1e-4), std::max(out.rtol, 1e-5)};
+  return {std::max(out.atol, 1e-4), std::max(out.rtol, 1e-5), 0.0};
 }
 
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref, std::int64_t width,
@@ -68,7 +68,17 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
   bool worst_is_nonfinite = false;
   double worst_abs = -1;
   std::int64_t worst_index = -1;
+  const auto row_width = static_cast<std::size_t>(std::max<std::int64_t>(width, 1));
+  double row_atol = tolerance.atol;
   for (std::size_t i = 0; i < n; ++i) {
+    if (tolerance.row_scale > 0 && i % row_width == 0) {  // this row's atol, from the finite ref values
+      double sum_sq = 0;
+      const std::size_t row_end = std::min(n, i + row_width);
+      for (std::size_t k = i; k < row_end; ++k)
+        if (std::isfinite(ref[k])) sum_sq += ref[k] * ref[k];
+      const double rms = std::sqrt(sum_sq / static_cast<double>(row_end - i));
+      row_atol = tolerance.atol * std::min(1.0, rms / tolerance.row_scale);
+    }
     const double o = out[i], r = ref[i];
     if (!std::isfinite(o) || !std::isfinite(r)) {
       if (o == r) continue;  // the same infinity: agreement (an LSE of -inf)
@@ -85,7 +95,7 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
     stats.max_rel_err = std::max(stats.max_rel_err, abs_err / std::max(std::fabs(r), kRelErrFloor));
     diff_sq += abs_err * abs_err;
     ref_sq += r * r;
-    if (abs_err > tolerance.atol + tolerance.rtol * std::fabs(r)) ++stats.mismatches;
+    if (abs_err > row_atol + tolerance.rtol * std::fabs(r)) ++stats.mismatches;
     if (!worst_is_nonfinite && abs_err > worst_abs) {
       worst_abs = abs_err;
       worst_index = static_cast<std::int64_t>(i);

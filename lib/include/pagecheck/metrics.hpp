@@ -12,12 +12,22 @@ namespace pagecheck {
 struct Tolerance {
   double atol = 0;
   double rtol = 0;
+  // > 0: the atol of each row (one token and head) shrinks with the row's
+  // size: atol * min(1, rms(ref row) / row_scale). Long contexts average V
+  // rows into outputs of 0.01-0.02, where a fixed atol of 1e-2 would pass a
+  // wrong page; a kernel's rounding shrinks with the row, so this keeps the
+  // margin. 0: atol as is (the LSE, recorded outputs).
+  double row_scale = 0;
 };
 
+// The row_scale default_tolerance sets.
+inline constexpr double kToleranceRowScale = 0.1;
+
 // Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
-// query, KV and output precisions decides.
+// query, KV and output precisions decides; row_scale kToleranceRowScale.
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
-// The same for the LSE (log domain: an absolute floor of 1e-4 at least).
+// The same for the LSE (log domain: an absolute floor of 1e-4 at least; no
+// row scaling).
 Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype);
 
 // max_rel_err divides by max(|ref|, kRelErrFloor), so that outputs near zero
@@ -33,7 +43,7 @@ struct ErrorStats {
   double max_abs_err = 0;
   double max_rel_err = 0;
   double rel_l2_err = 0;        // ||out - ref|| / ||ref||
-  std::int64_t mismatches = 0;  // |out - ref| > atol + rtol * |ref|, non-finite included
+  std::int64_t mismatches = 0;  // |out - ref| > atol (row-scaled) + rtol * |ref|, non-finite included
   std::int64_t nonfinite = 0;   // NaN or Inf in out
   std::int64_t elements = 0;
   ElementLocation worst;        // of the largest |out - ref| (a non-finite element first)
