@@ -245,7 +245,12 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attribute[0].val.programmaticStreamSerializationAllowed = 1;
     config.attrs = attribute;
-    config.numAttrs = major >= 9 ? 1 : 0;
+    // Only where the merge kernel holds its griddepcontrol.wait: code built
+    // from PTX below compute_90 (an sm_80-only build JIT-compiled on a
+    // Hopper) lacks it and could read the partials before they are written.
+    cudaFuncAttributes merge_attributes{};
+    CUDA_TRY(cudaFuncGetAttributes(&merge_attributes, decode_merge_kernel<T::kVHeadDim>));
+    config.numAttrs = major >= 9 && merge_attributes.ptxVersion >= 90 ? 1 : 0;
     CUDA_TRY(cudaLaunchKernelEx(&config, decode_merge_kernel<T::kVHeadDim>, p));
     return {};
   });
