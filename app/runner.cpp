@@ -150,8 +150,10 @@ std::string location(const ElementLocation& w) {
 }
 
 std::string mismatch_reason(std::string_view what, const ErrorStats& e, Tolerance t, std::string_view against) {
-  std::string out = fmt::format("{}: {} of {} elements beyond atol {:g} + rtol {:g}·|{}|", what, e.mismatches,
-                                e.elements, t.atol, t.rtol, against);
+  std::string out = fmt::format("{}: {} of {} elements beyond atol {:g}{} + rtol {:g}·|{}|", what, e.mismatches,
+                                e.elements, t.atol,
+                                t.row_scale > 0 ? fmt::format(" (scaled down in rows of RMS < {:g})", t.row_scale) : "",
+                                t.rtol, against);
   if (e.nonfinite > 0) out += fmt::format(" ({} NaN/Inf)", e.nonfinite);
   if (e.worst.seq >= 0 || e.worst.token >= 0)
     out += fmt::format("; worst at {}: {:g} vs {:g}", location(e.worst), e.worst_value, e.worst_reference);
