@@ -96,6 +96,9 @@ Applicability fmha_applies(const Case& c) {
                        std::to_string(c.kv_heads())};
   if (c.block_size() < 1 || c.block_size() > 256)
     return {false, "block_size " + std::to_string(c.block_size()) + " is outside 1..256"};
+  // The gather's grid has one y-row per sequence (launch_gather refuses more).
+  if (c.num_seqs() > 65535)
+    return {false, "the gather takes at most 65535 sequences; this case has " + std::to_string(c.num_seqs())};
   return {};
 }
 
