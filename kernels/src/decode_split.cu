@@ -102,12 +102,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 // a dependent chain per partition) took about 10 us of the 58 us at
 // 1 x 32768 (partition 512).
 constexpr int kMaxMergeGroups = 4;
-// Groups per merge CTA. Every correctness and timing run on the H200 used 4
-// groups. Fewer groups for few partitions (1 below 8, 2 below 16) should cut
-// the merge's idle threads (a 512-thread CTA for 4 partitions cost 256 x 1024
-// split:256 8% and auto 7% over direct), but that variant has not run on a
-// GPU yet, so it stays off until a device check passes with it.
-constexpr bool kCapacityMergeGroups = false;
+// Groups per merge CTA: 1 below 8 partitions, 2 below 16, else 4, so a merge
+// of few partitions leaves fewer threads idle (false: 4 groups always). H200
+// device check of 2026-12-02 (docs/performance.md): the suite, presets and
+// recorded cases pass through direct/split/auto, and split at the default
+// partition 512 went from 0.395 to 0.318 ms at 256 x 1024 (2 partitions) and
+// from 0.323 to 0.307 ms at 64 x 4096 (8); 8 x 8192 and 1 x 32768 unchanged.
+constexpr bool kCapacityMergeGroups = true;
 inline int merge_groups(std::int64_t max_partitions) {
   if (!kCapacityMergeGroups) return kMaxMergeGroups;
   return max_partitions >= 16 ? 4 : max_partitions >= 8 ? 2 : 1;
