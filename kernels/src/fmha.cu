@@ -37,6 +37,9 @@
 #include "cuda_check.cuh"
 #include "launchers.cuh"
 #include "prefill_common.cuh"
+#ifdef PAGECHECK_HAVE_SM90A
+#include "attn_sm90.cuh"
+#endif
 
 namespace pagecheck::gpu {
 namespace {
@@ -135,12 +138,25 @@ Status launch_gather(const DeviceCaseView& view, const FmhaWorkspace& workspace,
   return {};
 }
 
+const char* fmha_kernel_name(const DeviceCaseView& view) {
+#ifdef PAGECHECK_HAVE_SM90A
+  return attn::attn_kernel_name(view, true);
+#else
+  (void)view;
+  return "mma.sync";
+#endif
+}
+
 Status launch_fmha(const DeviceCaseView& view, const FmhaWorkspace& workspace, cudaStream_t stream) {
   PC_TRY(check_fmha(view, workspace));
   attn::AttnParams p = attn::make_params(view);
   p.contig_key = workspace.key;
   p.contig_value = workspace.value;
   p.contig_capacity = workspace.capacity_tokens;
+#ifdef PAGECHECK_HAVE_SM90A
+  // Hopper: the wgmma kernel (attn_sm90.cu).
+  if (attn::sm90_supports(view, true) && attn::sm90_available()) return attn::launch_attn_sm90(p, true, stream);
+#endif
   return attn::launch_attn<FmhaTraits>(p, stream);
 }
 

@@ -62,6 +62,10 @@ Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace,
 // ---- prefill (prefill.cu) ---------------------------------------------------
 Applicability prefill_applies(const Case& c);
 Status launch_prefill(const DeviceCaseView& view, cudaStream_t stream);
+// The kernel launch_prefill runs for this view on the current device:
+// "wgmma (sm_90a)" (Hopper, head dim 128, 16-bit or FP8 K/V), "mma.sync", or
+// "f32 (CUDA cores)". PAGECHECK_ATTN_KERNEL=mma forces "mma.sync".
+const char* prefill_kernel_name(const DeviceCaseView& view);
 
 // ---- gather + FMHA (fmha.cu) ------------------------------------------------
 // BF16 K/V with head dim 128 for both K and V, like the runtime module.
@@ -77,5 +81,6 @@ struct FmhaWorkspace {
 std::size_t fmha_workspace_bytes_each(const DeviceCaseView& view);  // bytes of key (= of value)
 Status launch_gather(const DeviceCaseView& view, const FmhaWorkspace& workspace, cudaStream_t stream);
 Status launch_fmha(const DeviceCaseView& view, const FmhaWorkspace& workspace, cudaStream_t stream);
+const char* fmha_kernel_name(const DeviceCaseView& view);  // as prefill_kernel_name
 
 }  // namespace pagecheck::gpu

@@ -40,6 +40,9 @@
 #include "cuda_check.cuh"
 #include "launchers.cuh"
 #include "prefill_common.cuh"
+#ifdef PAGECHECK_HAVE_SM90A
+#include "attn_sm90.cuh"
+#endif
 
 namespace pagecheck::gpu {
 namespace {
@@ -179,9 +182,22 @@ Applicability prefill_applies(const Case& c) {
   return {};
 }
 
+const char* prefill_kernel_name(const DeviceCaseView& view) {
+  if (view.kv_dtype == DType::F32) return "f32 (CUDA cores)";
+#ifdef PAGECHECK_HAVE_SM90A
+  return attn::attn_kernel_name(view, false);
+#else
+  return "mma.sync";
+#endif
+}
+
 Status launch_prefill(const DeviceCaseView& view, cudaStream_t stream) {
   PC_TRY(attn::check_common(view));
   const AttnParams p = attn::make_params(view);
+#ifdef PAGECHECK_HAVE_SM90A
+  // Hopper: the wgmma kernel (attn_sm90.cu) where it is built for the case.
+  if (attn::sm90_supports(view, false) && attn::sm90_available()) return attn::launch_attn_sm90(p, false, stream);
+#endif
   const int dk = view.kv.head_dim, dv = view.kv.v_head_dim;
   if (dk == 64 && dv == 64) return launch_dims<64, 64>(p, stream);
   if (dk == 128 && dv == 128) return launch_dims<128, 128>(p, stream);

@@ -2,6 +2,11 @@
 // the harness's checks. fmha applies to BF16 K/V with head dim 128 only.
 #include <doctest/doctest.h>
 
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+
 #include "gpu_test_util.hpp"
 
 using namespace pagecheck;
@@ -131,4 +136,82 @@ TEST_CASE("fmha reports n/a outside BF16 K/V with head dim 128") {
   auto d = generate_case(s);
   REQUIRE(d.ok());
   CHECK_FALSE(gpu_registry().find("fmha")->applies(*d).applies);
+}
+
+// The Hopper kernel (attn_sm90.cu) tiles 128 query rows (two warpgroups of
+// 64) against 128 keys; these cases sit on those edges. On other devices they
+// run the portable kernel and check it the same way. The ctest entry
+// test_gpu_prefill_mma runs this whole file again with PAGECHECK_ATTN_KERNEL=mma,
+// so an H200 checks both kernels.
+TEST_CASE("prefill and fmha on 128-row / 128-key tile edges") {
+  std::uint64_t seed = 1500;
+  for (std::int64_t q_heads : {8, 32}) {  // group 4 (32 tokens per tile) and 16 (8 tokens)
+    auto s = chunk_spec(fmt::format("tile-edges-h{}", q_heads), seed++);
+    s.q_heads = q_heads;
+    s.kv_heads = 2;
+    s.seq_len_list = {127, 128, 129, 255, 256, 257, 1};
+    s.q_len_list = {31, 32, 33, 64, 65, 128, 129};
+    s.num_seqs = 7;
+    check_spec(s, {"prefill", "fmha"});
+  }
+  for (std::int64_t window : {127, 128, 129, 255, 256}) {
+    auto s = chunk_spec(fmt::format("tile-window-{}", window), seed++);
+    s.sliding_window = window;
+    s.block_size = 7;
+    s.seq_len_list = {300, 513};
+    s.q_len_list = {200, 300};
+    s.num_seqs = 2;
+    check_spec(s, {"prefill", "fmha"});
+  }
+  for (DType kv : {DType::F16, DType::F8_E4M3, DType::F8_E5M2}) {
+    auto s = chunk_spec(fmt::format("tile-dtype-{}", dtype_name(kv)), seed++);
+    s.kv_dtype = kv;
+    s.query_dtype = kv == DType::F16 ? DType::F16 : DType::F32;
+    if (is_fp8(kv)) {
+      s.k_scale = 0.25;
+      s.v_scale = 4.0;
+    }
+    s.layout = KvLayout::HND;
+    s.seq_len_list = {129, 400};
+    s.q_len_list = {129, 77};
+    s.num_seqs = 2;
+    check_spec(s, {"prefill"});
+  }
+}
+
+// Which kernel ran is reported in the plan; on a compute capability 9.0
+// device an sm_90a build must take the wgmma kernel for BF16 head dim 128
+// (unless PAGECHECK_ATTN_KERNEL=mma), and the portable one elsewhere.
+TEST_CASE("prefill and fmha report the kernel they ran; Hopper takes wgmma") {
+  int device = 0;
+  cudaDeviceProp props{};
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaGetDeviceProperties(&props, device) == cudaSuccess);
+  const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
+  bool expect_wgmma = props.major == 9 && props.minor == 0 && !(force != nullptr && std::string(force) == "mma");
+#ifndef PAGECHECK_HAVE_SM90A
+  expect_wgmma = false;
+#endif
+  auto s = chunk_spec("kernel-choice", 1600);
+  s.seq_len_list = {200};
+  s.q_len_list = {70};
+  s.num_seqs = 1;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  for (const char* name : {"prefill", "fmha"}) {
+    INFO("path " << name << ", device " << props.name << " cc " << props.major << "." << props.minor);
+    auto run = gpu_registry().find(name)->run(*c, correctness_options());
+    REQUIRE(run.ok());
+    const bool ran_wgmma = run->plan.find("wgmma") != std::string::npos;
+    CHECK(ran_wgmma == expect_wgmma);
+    CHECK((ran_wgmma || run->plan.find("mma.sync") != std::string::npos));
+  }
+  // F32 K/V always runs on CUDA cores.
+  s.kv_dtype = DType::F32;
+  s.query_dtype = DType::F32;
+  auto f = generate_case(s);
+  REQUIRE(f.ok());
+  auto run = gpu_registry().find("prefill")->run(*f, correctness_options());
+  REQUIRE(run.ok());
+  CHECK(run->plan.find("f32") != std::string::npos);
 }

@@ -1,0 +1,537 @@
+// attn_sm90: the prefill / FMHA attention kernel for Hopper (sm_90a only).
+//
+//   attn_sm90_kernel<Sm90Traits<KV, CONTIG>>
+//       KV BF16 / F16 (operands as stored) or F8_E4M3 / F8_E5M2 (widened to
+//       BF16 on the way into shared memory, scales folded as in
+//       prefill_common.cuh); CONTIG: K/V from the gather's contiguous
+//       workspace (fmha) instead of pages (prefill). Head dim 128 for K and V.
+//
+// Shape (one CTA per (query tile of 128 rows, sequence, KV head), heaviest
+// tiles first, rows as in prefill_common.cuh: (token, GQA head) pairs, so a
+// group's heads share every K/V load):
+// - Two warpgroups of 64 query rows each (256 threads, one CTA per SM).
+// - S = Q K^T: wgmma m64n128k16 with both operands in shared memory (Q and
+//   K K-major); O += P V: wgmma m64n128k16 with P from registers (the S
+//   accumulators rounded to BF16/F16, same fragment layout) and V MN-major.
+//   Accumulators in registers: S and O are 64 floats per thread each.
+// - K and V tiles of 128 keys, double buffered, loaded with 16-byte cp.async
+//   by all threads (paged: each key's element offset computed one tile ahead
+//   from its page, as in prefill_common.cuh) into the 128-byte-swizzled
+//   layout that wgmma descriptors name (Swizzle<3,4,3>: rows of 64 elements,
+//   chunk ^= row % 8, 8-row atoms of 1024 bytes; a 128-element row is two
+//   such column halves). K and V of the next tile are separate cp.async
+//   groups, so S of tile kt starts as soon as its K is in.
+// - Online softmax in registers, base 2, as in prefill_common.cuh.
+// Every length and table entry is read from device memory; the grid depends
+// only on capacity fields, so captured launches replay after tables change.
+//
+// Notes (H200): see docs/performance.md and the bench history below.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "attn_sm90.cuh"
+#include "cuda_check.cuh"
+
+namespace pagecheck::gpu::attn {
+namespace {
+
+template <KvKind KV_, bool CONTIG_>
+struct Sm90Traits {
+  static constexpr int DK = 128;
+  static constexpr int DV = 128;
+  static constexpr KvKind KV = KV_;
+  static constexpr bool CONTIG = CONTIG_;
+  static constexpr int kWarpGroups = 2;
+  static constexpr int kThreads = 128 * kWarpGroups;
+  static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per CTA
+  static constexpr int kBlockN = 128;               // keys per tile
+  static constexpr bool kF16 = KV == KvKind::F16;   // operand type: F16, else BF16
+  static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
+  static constexpr int kChunks = DK / 8;            // 16-byte chunks of a 16-bit row
+  static constexpr int kQBytes = kBlockM * DK * 2;
+  static constexpr int kKBytes = kBlockN * DK * 2;
+  static constexpr int kVBytes = kBlockN * DV * 2;
+  static constexpr int kOffsetBytes = 2 * 2 * kBlockN * 8;  // [stage][K/V][key] int64 element offsets
+  // +1024: the dynamic shared memory base is aligned up to the 1024-byte
+  // swizzle atom inside the kernel.
+  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kKBytes + 2 * kVBytes + kOffsetBytes;
+  static_assert(kThreads == 2 * kBlockN, "one thread per key and K/V computes a tile's row offsets");
+  static_assert(kBlockN * kChunks % kThreads == 0 && kBlockM * kChunks % kThreads == 0,
+                "tile loads divide evenly among the threads");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PAGECHECK_SM90A_DEVICE 1
+#endif
+
+// ---- device helpers ---------------------------------------------------------
+
+// Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of kRows
+// rows of 128 16-bit elements: two column halves of kRows x 128 bytes, each
+// 128-byte swizzled.
+template <int kRows>
+__device__ __forceinline__ std::uint32_t sw128(int row, int chunk) {
+  return static_cast<std::uint32_t>((chunk >> 3) * (kRows * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle: start address,
+// leading and stride byte offsets (all >> 4), layout type 1 in bits 62-63.
+__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t leading_bytes,
+                                                   std::uint32_t stride_bytes) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<std::uint64_t>(leading_bytes >> 4) << 16) |
+         (static_cast<std::uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulator registers
+// across the asynchronous wgmma that owns them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+#ifdef PAGECHECK_SM90A_DEVICE
+// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major), bf16.
+__device__ __forceinline__ void wgmma_ss_bf16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major), bf16.
+__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major), f16.
+__device__ __forceinline__ void wgmma_ss_f16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major), f16.
+__device__ __forceinline__ void wgmma_rs_f16(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
+}
+
+#endif
+
+template <bool kF16>
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kF16)
+    wgmma_ss_f16(d, a, b, accumulate);
+  else
+    wgmma_ss_bf16(d, a, b, accumulate);
+#endif
+}
+template <bool kF16>
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kF16)
+    wgmma_rs_f16(d, a, b);
+  else
+    wgmma_rs_bf16(d, a, b);
+#endif
+}
+
+// One K or V tile (kBlockN keys x 128) into the swizzled layout. Rows whose
+// offset is -1 (outside the visible range) are zero-filled: slots past
+// seq_len may hold NaN, and P = 0 times NaN would poison the output.
+template <class T, bool kValue>
+__device__ __forceinline__ void load_tile_sm90(const AttnParams& p, std::uint32_t tile_smem,
+                                               const std::int64_t* row_offsets) {
+  const char* base = static_cast<const char*>(
+      kValue ? (T::CONTIG ? p.contig_value : p.view.kv.value_data) : (T::CONTIG ? p.contig_key : p.view.kv.key_data));
+  if constexpr (!T::kFp8) {
+#pragma unroll
+    for (int it = 0; it < T::kBlockN * T::kChunks / T::kThreads; ++it) {
+      const int i = it * T::kThreads + threadIdx.x;
+      const int row = i / T::kChunks, chunk = i % T::kChunks;
+      const std::int64_t offset = row_offsets[row];
+      const bool valid = offset >= 0;
+      cp_async16(tile_smem + sw128<T::kBlockN>(row, chunk), valid ? base + (offset + chunk * 8) * 2 : base, valid);
+    }
+  } else {
+    constexpr int kSrcChunks = T::DK / 16;  // 16 FP8 elements per 16-byte load
+#pragma unroll
+    for (int it = 0; it < T::kBlockN * kSrcChunks / T::kThreads; ++it) {
+      const int i = it * T::kThreads + threadIdx.x;
+      const int row = i / kSrcChunks, src_chunk = i % kSrcChunks;
+      const std::int64_t offset = row_offsets[row];
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (offset >= 0) raw = __ldg(reinterpret_cast<const uint4*>(base + offset + src_chunk * 16));
+      uint4 lo, hi;
+      fp8x16_to_bf16<T::KV>(raw, lo, hi);
+      st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk), lo);
+      st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk + 1), hi);
+    }
+  }
+}
+
+// ---- the kernel ---------------------------------------------------------------
+
+template <class T>
+__global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_constant__ AttnParams p) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK;
+  constexpr int kNBlocks = kBlockN / 8;  // n8 blocks of S per thread row pair
+  constexpr int kDBlocks = T::DV / 8;    // n8 blocks of O
+  const DeviceCaseView& view = p.view;
+
+  const std::int64_t work = blockIdx.x;
+  const std::int64_t num_seqs = view.kv.num_seqs;
+  const int kv_heads = view.kv.kv_heads;
+  const std::int64_t seq = work % num_seqs;
+  const int kv_head = static_cast<int>((work / num_seqs) % kv_heads);
+  const int tile = p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
+
+  const int group = p.group;
+  const std::int64_t q_begin = view.query_start_loc[seq];
+  const std::int64_t q_end = view.query_start_loc[seq + 1];
+  const int seq_len = view.kv.seq_lens[seq];
+  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
+  const int q_len = static_cast<int>(q_end - q_begin);
+  const int rows_total = q_len * group;
+  const int row0 = tile * kBlockM;
+  if (row0 >= rows_total) return;
+
+  const int pos0 = seq_len - q_len;
+  const int last_row = min(row0 + kBlockM, rows_total) - 1;
+  const int min_pos = pos0 + row0 / group;
+  const int max_pos = pos0 + last_row / group;
+  const bool causal = view.causal;
+  const std::int64_t window = view.window;
+  int key_lo = 0, key_hi = seq_len;
+  if (causal) key_hi = max(0, min(seq_len, max_pos + 1));
+  if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
+  key_lo = min(key_lo, key_hi);
+  const int tile_first = key_lo / kBlockN;
+  const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const std::uint32_t raw_base = smem_u32(smem_raw);
+  const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (q_smem - raw_base);
+  const std::uint32_t k_smem = q_smem + T::kQBytes;
+  const std::uint32_t v_smem = k_smem + 2 * T::kKBytes;
+  std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + T::kQBytes + 2 * T::kKBytes + 2 * T::kVBytes);
+
+  // Threads [0, kBlockN) compute the K offset of one key of a tile, threads
+  // [kBlockN, 2 kBlockN) its V offset; the page is loaded a tile ahead.
+  const int offset_key = static_cast<int>(threadIdx.x) % kBlockN;
+  const bool offset_is_value = static_cast<int>(threadIdx.x) >= kBlockN;
+  const auto tile_page = [&](int kt) -> std::int32_t {
+    const int key = kt * kBlockN + offset_key;
+    if (T::CONTIG || key < key_lo || key >= key_hi) return 0;
+    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));
+  };
+  const auto store_offsets = [&](int kt, int stage, std::int32_t page) {
+    const int key = kt * kBlockN + offset_key;
+    std::int64_t offset = -1;
+    if (key >= key_lo && key < key_hi)
+      offset = offset_is_value ? kv_row_offset<T, true>(p, seq, key, page, kv_head)
+                               : kv_row_offset<T, false>(p, seq, key, page, kv_head);
+    row_offsets[stage * 2 * kBlockN + threadIdx.x] = offset;  // [stage][K/V][key]
+  };
+
+  // Q tile -> smem (operand type); rows past the sequence's query are zeros.
+  {
+    const DType qdt = view.query_dtype;
+    const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
+    const int qsize = qdt == DType::F32 ? 4 : 2;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < kBlockM * T::kChunks; i += T::kThreads) {
+      const int r = i / T::kChunks, chunk = i % T::kChunks;
+      const int row = row0 + r;
+      const bool valid = row < rows_total;
+      const std::int64_t token = q_begin + row / group;
+      const int head = kv_head * group + row % group;
+      const char* src = static_cast<const char*>(view.query) +
+                        ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
+      const std::uint32_t dst = q_smem + sw128<kBlockM>(r, chunk);
+      if (direct_copy) {
+        cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
+      } else {
+        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        if (valid) load8_as_float(qdt, src, f);
+        st_shared16(dst, pack8<T::kF16>(f));
+      }
+    }
+  }
+  // Commit groups, in order: [Q + K(first)], [V(first)], then per tile
+  // [K(kt+1)], [V(kt+1)].
+  if (tile_first < tile_end) {
+    store_offsets(tile_first, 0, tile_page(tile_first));
+    if (tile_first + 1 < tile_end) store_offsets(tile_first + 1, 1, tile_page(tile_first + 1));
+    __syncthreads();
+    load_tile_sm90<T, false>(p, k_smem, row_offsets);
+    cp_async_commit();
+    load_tile_sm90<T, true>(p, v_smem, row_offsets + kBlockN);
+  }
+  cp_async_commit();
+
+  const int wg = threadIdx.x / 128;
+  const int warp_in_wg = (threadIdx.x / 32) % 4;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int wg_row = wg * 64 + warp_in_wg * 16;  // first row of this warp inside the tile
+
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const bool has_softcap = p.softcap_out != 0.f;
+  const float exp_scale = has_softcap ? 1.f : p.logit_mul;
+  const std::uint32_t q_wg = q_smem + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
+
+  for (int kt = tile_first; kt < tile_end; ++kt) {
+    const int stage = (kt - tile_first) & 1;
+    const bool prefetch_offsets = kt + 2 < tile_end;
+    const std::int32_t next_page = prefetch_offsets ? tile_page(kt + 2) : 0;
+    const bool has_next = kt + 1 < tile_end;
+    if (has_next) {
+      const std::int64_t* next = row_offsets + (stage ^ 1) * 2 * kBlockN;
+      load_tile_sm90<T, false>(p, k_smem + (stage ^ 1) * T::kKBytes, next);
+      cp_async_commit();
+      load_tile_sm90<T, true>(p, v_smem + (stage ^ 1) * T::kVBytes, next + kBlockN);
+      cp_async_commit();
+      cp_async_wait<3>();  // K(kt) in: pending at most V(kt), K(kt+1), V(kt+1)
+    } else {
+      cp_async_wait<1>();  // K(kt) in: pending at most V(kt)
+    }
+    fence_proxy_async();
+    __syncthreads();
+    const std::uint32_t ks = k_smem + stage * T::kKBytes;
+    const std::uint32_t vs = v_smem + stage * T::kVBytes;
+
+    // S = Q K^T: this warpgroup's 64 rows x 128 keys, 8 k-steps of 16 dims.
+    float s[64];
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; ++kk) {
+      const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
+      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
+      wgmma_ss<T::kF16>(s, da, db, kk > 0);
+    }
+    wgmma_commit();
+    // V(kt) may still be in flight: wait for it while S computes.
+    if (has_next)
+      cp_async_wait<2>();
+    else
+      cp_async_wait<0>();
+    fence_proxy_async();
+    wgmma_wait<0>();
+    fence_regs(s);
+
+    if (has_softcap) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) s[i] = p.softcap_out * tanhf(s[i] * p.logit_mul);
+    }
+    const int n0 = kt * kBlockN;
+    const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
+                           (window > 0 && n0 <= max_pos - window);
+    if (need_mask) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int pos = pos0 + (row0 + wg_row + g + 8 * h) / group;
+        const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);
+        const int vis_lo =
+            window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
+#pragma unroll
+        for (int nb = 0; nb < kNBlocks; ++nb)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = n0 + nb * 8 + 2 * t + e;
+            if (key < vis_lo || key >= vis_hi) s[nb * 4 + 2 * h + e] = -INFINITY;
+          }
+      }
+    }
+
+    // Online softmax over this thread's two rows (g, g + 8).
+    float alphas[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float part[kNBlocks];
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; ++nb) part[nb] = fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]);
+#pragma unroll
+      for (int width = kNBlocks / 2; width > 0; width /= 2)
+#pragma unroll
+        for (int i = 0; i < width; ++i) part[i] = fmaxf(part[i], part[i + width]);
+      float mx = part[0];
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h], mx * exp_scale);
+      const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
+      const float alpha = fast_exp2(m[h] - ref);
+      m[h] = m_new;
+#pragma unroll
+      for (int nb = 0; nb < kNBlocks; ++nb) {
+        s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
+        s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
+        part[nb] = s[nb * 4 + 2 * h] + s[nb * 4 + 2 * h + 1];
+      }
+#pragma unroll
+      for (int width = kNBlocks / 2; width > 0; width /= 2)
+#pragma unroll
+        for (int i = 0; i < width; ++i) part[i] += part[i + width];
+      l[h] = l[h] * alpha + part[0];
+      alphas[h] = alpha;
+    }
+    if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
+#pragma unroll
+      for (int d = 0; d < kDBlocks; ++d) {
+        o[d * 4 + 0] *= alphas[0];
+        o[d * 4 + 1] *= alphas[0];
+        o[d * 4 + 2] *= alphas[1];
+        o[d * 4 + 3] *= alphas[1];
+      }
+    }
+
+    // P (registers, operand type) in the A-fragment layout: k-step kk holds
+    // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
+    std::uint32_t pa[kBlockN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      pa[kk][0] = pack2<T::kF16>(s[8 * kk + 0], s[8 * kk + 1]);
+      pa[kk][1] = pack2<T::kF16>(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack2<T::kF16>(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack2<T::kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    __syncthreads();  // V(kt) landed for every thread's copies
+    // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
+    // leading byte offset = the second 64-dim column half, stride = 8 keys.
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
+      wgmma_rs<T::kF16>(o, pa[kk], dv);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(o);
+    if (prefetch_offsets) store_offsets(kt + 2, stage, next_page);
+    __syncthreads();  // the next iteration's loads overwrite this stage
+  }
+  cp_async_wait<0>();  // the Q copy when no K/V tile ran
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = row0 + wg_row + g + 8 * h;
+    if (row >= rows_total) continue;
+    const float inv = sum > 0.f ? p.out_scale / sum : 0.f;
+    const std::int64_t token = q_begin + row / group;
+    const int head = kv_head * group + row % group;
+    const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
+#pragma unroll
+    for (int d = 0; d < kDBlocks; ++d)
+      store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
+             o[d * 4 + 2 * h + 1] * inv);
+    if (view.lse != nullptr && t == 0)
+      view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+  }
+#endif  // PAGECHECK_SM90A_DEVICE
+}
+
+// ---- launcher ---------------------------------------------------------------
+
+template <class T>
+Status launch_traits(AttnParams p, cudaStream_t stream) {
+  const DeviceCaseView& view = p.view;
+  const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * p.group;
+  p.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
+  const std::int64_t ctas = static_cast<std::int64_t>(p.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
+  if (ctas == 0) return {};
+  if (ctas > INT_MAX)
+    return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
+  CUDA_TRY(cudaFuncSetAttribute(attn_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  attn_sm90_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
+  CUDA_TRY_LAUNCH();
+  return {};
+}
+
+}  // namespace
+
+// ---- dispatch -----------------------------------------------------------------
+
+bool sm90_available() {
+  const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
+  if (force != nullptr && std::strcmp(force, "mma") == 0) return false;
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+    return false;
+  if (major != 9 || minor != 0) return false;
+  // The sm_90a image is there (it is: this file is built for sm_90a only)
+  // and loads on this device.
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, attn_sm90_kernel<Sm90Traits<KvKind::BF16, false>>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attr.binaryVersion == 90;
+}
+
+bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
+  if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
+  const DType kv = view.kv_dtype;
+  if (contiguous) return kv == DType::BF16;
+  return kv == DType::BF16 || kv == DType::F16 || kv == DType::F8_E4M3 || kv == DType::F8_E5M2;
+}
+
+const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous) {
+  if (view.kv_dtype == DType::F32) return "f32 (CUDA cores)";
+  return sm90_supports(view, contiguous) && sm90_available() ? "wgmma (sm_90a)" : "mma.sync";
+}
+
+Status launch_attn_sm90(AttnParams p, bool contiguous, cudaStream_t stream) {
+  if (contiguous) {
+    if (p.view.kv_dtype == DType::BF16) return launch_traits<Sm90Traits<KvKind::BF16, true>>(p, stream);
+  } else {
+    switch (p.view.kv_dtype) {
+      case DType::BF16: return launch_traits<Sm90Traits<KvKind::BF16, false>>(p, stream);
+      case DType::F16: return launch_traits<Sm90Traits<KvKind::F16, false>>(p, stream);
+      case DType::F8_E4M3: return launch_traits<Sm90Traits<KvKind::E4M3, false>>(p, stream);
+      case DType::F8_E5M2: return launch_traits<Sm90Traits<KvKind::E5M2, false>>(p, stream);
+      default: break;
+    }
+  }
+  return invalid_input("the sm_90a attention kernel is not built for kv dtype " +
+                       std::string(dtype_name(p.view.kv_dtype)) + (contiguous ? " (contiguous)" : " (paged)"));
+}
+
+}  // namespace pagecheck::gpu::attn

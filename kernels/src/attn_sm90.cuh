@@ -1,0 +1,33 @@
+// The Hopper (sm_90a) attention kernel that prefill.cu and fmha.cu prefer on
+// a compute capability 9.0 device: wgmma tensor-core instructions, which only
+// an sm_90a build carries. attn_sm90.cu is compiled for sm_90a alone; every
+// other build and device takes the portable mma.sync kernel of
+// prefill_common.cuh, so the launchers ask here first and fall back.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "device_case.cuh"
+#include "prefill_common.cuh"
+#include "pagecheck/status.hpp"
+
+namespace pagecheck::gpu::attn {
+
+// True when the current device is compute capability 9.0, the binary holds
+// the sm_90a kernel, and PAGECHECK_ATTN_KERNEL is not "mma" (the override
+// that forces the portable kernel, for comparisons).
+bool sm90_available();
+
+// Cases the sm_90a kernel is built for: head dim 128 for K and V, K/V BF16,
+// F16, F8_E4M3 or F8_E5M2 (paged) or BF16 (contiguous, fmha).
+bool sm90_supports(const DeviceCaseView& view, bool contiguous);
+
+// Name of the kernel that a prefill/fmha launch with this view runs now:
+// "wgmma (sm_90a)" or "mma.sync".
+const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
+
+// Launches the sm_90a kernel; the caller has checked sm90_supports and
+// sm90_available. `p` as for launch_attn; p.contig_key set means contiguous.
+Status launch_attn_sm90(AttnParams p, bool contiguous, cudaStream_t stream);
+
+}  // namespace pagecheck::gpu::attn
