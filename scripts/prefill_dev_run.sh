@@ -22,7 +22,7 @@ bin=build-sm90dev/prefill_dev
 chmod +x "$bin"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 echo "== SASS of the sm_90a kernel (instruction counts)"
-cuobjdump --dump-sass "$bin" >"$out/sass.txt" 2>&1
+cuobjdump --dump-sass build-sm90dev/attn_sm90.o >"$out/sass.txt" 2>&1
 grep -oE "HGMMA[.A-Z0-9x]*|HMMA[.A-Z0-9]*|LDL|STL|BAR.SYNC" "$out/sass.txt" | sort | uniq -c | sort -rn | head -12
 if [ "$mode" = check ] || [ "$mode" = all ]; then
   echo "== checks (kernel the launchers pick)"
@@ -39,5 +39,5 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   timeout 120 "$bin" bench 2>&1 | tee "$out/bench_wgmma.log" | grep -vE "^  (prefill|fmha) "
   echo "== bench: mma.sync (PAGECHECK_ATTN_KERNEL=mma)"
   PAGECHECK_ATTN_KERNEL=mma timeout 120 "$bin" bench 2>&1 | tee "$out/bench_mma.log" | grep -vE "^  (prefill|fmha) "
-  grep -E "FAIL" "$out/bench_wgmma.log" "$out/bench_mma.log" | head
+  grep -E "FAIL" "$out"/bench_*.log | head
 fi

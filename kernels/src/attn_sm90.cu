@@ -8,24 +8,45 @@
 //
 // Shape (one CTA per (query tile of 128 rows, sequence, KV head), heaviest
 // tiles first, rows as in prefill_common.cuh: (token, GQA head) pairs, so a
-// group's heads share every K/V load):
-// - Two warpgroups of 64 query rows each (256 threads, one CTA per SM).
-// - S = Q K^T: wgmma m64n128k16 with both operands in shared memory (Q and
-//   K K-major); O += P V: wgmma m64n128k16 with P from registers (the S
-//   accumulators rounded to BF16/F16, same fragment layout) and V MN-major.
-//   Accumulators in registers: S and O are 64 floats per thread each.
-// - K and V tiles of 128 keys, double buffered, loaded with 16-byte cp.async
-//   by all threads (paged: each key's element offset computed one tile ahead
-//   from its page, as in prefill_common.cuh) into the 128-byte-swizzled
-//   layout that wgmma descriptors name (Swizzle<3,4,3>: rows of 64 elements,
-//   chunk ^= row % 8, 8-row atoms of 1024 bytes; a 128-element row is two
-//   such column halves). K and V of the next tile are separate cp.async
-//   groups, so S of tile kt starts as soon as its K is in.
-// - Online softmax in registers, base 2, as in prefill_common.cuh.
+// group's heads share every K/V load), 384 threads, one CTA per SM:
+// - Producer warpgroup (warps 8-11): each lane owns one key of a 128-key
+//   tile; it reads the key's page from the table a tile ahead, computes the
+//   K and V element offsets (PagedKvView's layout, or the gather's
+//   contiguous one), and the warp copies its 32 rows of K and V with 16-byte
+//   cp.async (FP8: load, widen, st.shared) into the 128-byte-swizzled layout
+//   wgmma descriptors name (Swizzle<3,4,3>: rows of 64 elements, chunk ^=
+//   row % 8, 8-row atoms of 1024 bytes; a 128-element row is two such
+//   column halves). Two stages; per stage mbarriers k_full and v_full (each
+//   producer lane arrives once its copies landed, after a proxy fence) and
+//   empty (each consumer warp arrives when done with the stage).
+// - Two consumer warpgroups of 64 query rows: S = Q K^T as wgmma
+//   m64n128k16 with both operands in shared memory (Q and K K-major), then
+//   online softmax in registers (base 2, as in prefill_common.cuh), then
+//   O += P V as wgmma m64n128k16 with P from registers (the S accumulators
+//   rounded to BF16/F16, same fragment layout) and V MN-major (transposed
+//   descriptor). S and O are 64 floats per thread each; 164 registers, no
+//   spills, under the 168 that 384 threads allow.
 // Every length and table entry is read from device memory; the grid depends
 // only on capacity fields, so captured launches replay after tables change.
 //
-// Notes (H200): see docs/performance.md and the bench history below.
+// Notes (H200, 2026-12-02; 32/8 heads, d128, BF16, block 16, shuffled pages,
+// causal; kernels/src/dev/prefill_dev.cu bench via scripts/prefill_dev_run.sh,
+// median of 15, L2 flushed; the mma.sync kernel in the same runs: 235 / 244):
+//   v1 all 256 threads load (cp.async) and __syncthreads around each tile,
+//      reductions through a local array:        8 x 2048 prefill 182, fmha 183
+//   v2 one producer warp + mbarriers, register
+//      reductions:                               120 / 125 (one warp issuing
+//      256 cp.async per tile is the bottleneck)
+//   v3 producer warpgroup, one key per lane:     293 / 312 (1 x 8192: 372 / 404;
+//      16 x 512: 162 / 171; chunked 4 x 512 over 4096: 354 / 377)
+//   Ping-pong of the consumer warpgroups (named barriers around the S GEMM
+//   issue, FA3 style) measured no gain on v3 (292 / 308) and was dropped:
+//   the mbarrier pipeline already lets the two drift apart.
+//   What remains toward cuDNN (474-617 TFLOP/s at these shapes): S of tile
+//   kt + 1 issued before the softmax of kt (needs ~230 registers per
+//   consumer thread: setmaxnreg with a lean producer), TMA copies of whole
+//   pages, and a persistent grid for short sequences (16 x 512 is prologue
+//   bound: two key tiles per CTA on average).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -47,23 +68,27 @@ struct Sm90Traits {
   static constexpr int DV = 128;
   static constexpr KvKind KV = KV_;
   static constexpr bool CONTIG = CONTIG_;
-  static constexpr int kWarpGroups = 2;
-  static constexpr int kThreads = 128 * kWarpGroups;
-  static constexpr int kBlockM = 64 * kWarpGroups;  // query rows per CTA
-  static constexpr int kBlockN = 128;               // keys per tile
-  static constexpr bool kF16 = KV == KvKind::F16;   // operand type: F16, else BF16
+  static constexpr int kConsumerThreads = 256;             // two warpgroups of 64 query rows
+  // Producer warps: one warp issuing a whole 64 KB K+V tile held the
+  // kernel at 120 TFLOP/s (8 x 2048); four share it, one key per lane.
+  static constexpr int kProducerWarps = 4;
+  static constexpr int kThreads = kConsumerThreads + 32 * kProducerWarps;
+  static constexpr int kBlockM = 128;                      // query rows per CTA
+  static constexpr int kBlockN = 128;                      // keys per tile
+  static constexpr int kStages = 2;
+  static constexpr bool kF16 = KV == KvKind::F16;          // operand type: F16, else BF16
   static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
-  static constexpr int kChunks = DK / 8;            // 16-byte chunks of a 16-bit row
+  static constexpr int kChunks = DK / 8;                   // 16-byte chunks of a 16-bit row
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kKBytes = kBlockN * DK * 2;
   static constexpr int kVBytes = kBlockN * DV * 2;
-  static constexpr int kOffsetBytes = 2 * 2 * kBlockN * 8;  // [stage][K/V][key] int64 element offsets
+  static constexpr int kOffsetBytes = 2 * kBlockN * 8;     // producer's K and V row offsets of one tile
+  static constexpr int kBarrierBytes = 3 * kStages * 8;    // k_full, v_full, empty per stage
   // +1024: the dynamic shared memory base is aligned up to the 1024-byte
   // swizzle atom inside the kernel.
-  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kKBytes + 2 * kVBytes + kOffsetBytes;
-  static_assert(kThreads == 2 * kBlockN, "one thread per key and K/V computes a tile's row offsets");
-  static_assert(kBlockN * kChunks % kThreads == 0 && kBlockM * kChunks % kThreads == 0,
-                "tile loads divide evenly among the threads");
+  static constexpr int kSmemBytes =
+      1024 + kQBytes + kStages * (kKBytes + kVBytes) + kOffsetBytes + kBarrierBytes;
+  static_assert(kBlockN == 32 * kProducerWarps, "each producer lane owns one key of a tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
 };
 
@@ -164,48 +189,98 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[64], const std::uint32_t (&a
 #endif
 }
 
-// One K or V tile (kBlockN keys x 128) into the swizzled layout. Rows whose
-// offset is -1 (outside the visible range) are zero-filled: slots past
-// seq_len may hold NaN, and P = 0 times NaN would poison the output.
+// ---- mbarriers and named barriers --------------------------------------------
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// ---- the producer warp's tile loads ------------------------------------------
+
+// Producer warp `pw`'s 32 rows of a K or V tile (kBlockN keys x 128) into
+// the swizzled layout. Rows whose offset is -1 (outside the
+// visible range) are zero-filled: slots past seq_len may hold NaN, and
+// P = 0 times NaN would poison the output. 16-bit K/V: cp.async (one commit
+// group per call); FP8: loaded, widened and stored here.
 template <class T, bool kValue>
-__device__ __forceinline__ void load_tile_sm90(const AttnParams& p, std::uint32_t tile_smem,
-                                               const std::int64_t* row_offsets) {
+__device__ __forceinline__ void produce_tile(const AttnParams& p, std::uint32_t tile_smem,
+                                             const std::int64_t* row_offsets, int pw, int lane) {
   const char* base = static_cast<const char*>(
       kValue ? (T::CONTIG ? p.contig_value : p.view.kv.value_data) : (T::CONTIG ? p.contig_key : p.view.kv.key_data));
   if constexpr (!T::kFp8) {
+    // Lanes 0-15 take the 16 chunks of row 2j, lanes 16-31 those of 2j + 1.
 #pragma unroll
-    for (int it = 0; it < T::kBlockN * T::kChunks / T::kThreads; ++it) {
-      const int i = it * T::kThreads + threadIdx.x;
-      const int row = i / T::kChunks, chunk = i % T::kChunks;
+    for (int j = 0; j < 16; ++j) {
+      const int row = 32 * pw + 2 * j + lane / 16, chunk = lane % 16;
       const std::int64_t offset = row_offsets[row];
       const bool valid = offset >= 0;
       cp_async16(tile_smem + sw128<T::kBlockN>(row, chunk), valid ? base + (offset + chunk * 8) * 2 : base, valid);
     }
+    cp_async_commit();
   } else {
-    constexpr int kSrcChunks = T::DK / 16;  // 16 FP8 elements per 16-byte load
+    constexpr int kSrcChunks = T::DK / 16;  // 16 FP8 elements per 16-byte load: 8 per row
+    constexpr int kRowsPerStep = 32 / kSrcChunks;
+    constexpr int kBatch = 32 / kRowsPerStep;  // all of this warp's loads in flight
+    static_assert(kBatch * kRowsPerStep == 32, "");
+    {
+      constexpr int j0 = 0;
+      uint4 raw[kBatch];
 #pragma unroll
-    for (int it = 0; it < T::kBlockN * kSrcChunks / T::kThreads; ++it) {
-      const int i = it * T::kThreads + threadIdx.x;
-      const int row = i / kSrcChunks, src_chunk = i % kSrcChunks;
-      const std::int64_t offset = row_offsets[row];
-      uint4 raw = make_uint4(0, 0, 0, 0);
-      if (offset >= 0) raw = __ldg(reinterpret_cast<const uint4*>(base + offset + src_chunk * 16));
-      uint4 lo, hi;
-      fp8x16_to_bf16<T::KV>(raw, lo, hi);
-      st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk), lo);
-      st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk + 1), hi);
+      for (int b = 0; b < kBatch; ++b) {
+        const int row = 32 * pw + (j0 + b) * kRowsPerStep + lane / kSrcChunks;
+        const std::int64_t offset = row_offsets[row];
+        raw[b] = make_uint4(0, 0, 0, 0);
+        if (offset >= 0) raw[b] = __ldg(reinterpret_cast<const uint4*>(base + offset + (lane % kSrcChunks) * 16));
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int row = 32 * pw + (j0 + b) * kRowsPerStep + lane / kSrcChunks, src_chunk = lane % kSrcChunks;
+        uint4 lo, hi;
+        fp8x16_to_bf16<T::KV>(raw[b], lo, hi);
+        st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk), lo);
+        st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk + 1), hi);
+      }
     }
   }
 }
 
 // ---- the kernel ---------------------------------------------------------------
 
+// Rows of S (this thread's two rows, g and g + 8): max and sum over the 32
+// values each, then across the four lanes of the row.
+__device__ __forceinline__ float row_max(const float (&s)[64], int h) {
+  float a = fmaxf(s[2 * h], s[2 * h + 1]), b = fmaxf(s[4 + 2 * h], s[4 + 2 * h + 1]);
+#pragma unroll
+  for (int nb = 2; nb < 16; nb += 2) {
+    a = fmaxf(a, fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]));
+    b = fmaxf(b, fmaxf(s[nb * 4 + 4 + 2 * h], s[nb * 4 + 4 + 2 * h + 1]));
+  }
+  a = fmaxf(a, b);
+  a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+  return fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_constant__ AttnParams p) {
 #ifdef PAGECHECK_SM90A_DEVICE
   constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK;
-  constexpr int kNBlocks = kBlockN / 8;  // n8 blocks of S per thread row pair
-  constexpr int kDBlocks = T::DV / 8;    // n8 blocks of O
+  constexpr int kDBlocks = T::DV / 8;  // n8 blocks of O
   const DeviceCaseView& view = p.view;
 
   const std::int64_t work = blockIdx.x;
@@ -219,7 +294,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   const std::int64_t q_begin = view.query_start_loc[seq];
   const std::int64_t q_end = view.query_start_loc[seq + 1];
   const int seq_len = view.kv.seq_lens[seq];
-  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
   const int q_len = static_cast<int>(q_end - q_begin);
   const int rows_total = q_len * group;
   const int row0 = tile * kBlockM;
@@ -236,42 +310,87 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
   key_lo = min(key_lo, key_hi);
   const int tile_first = key_lo / kBlockN;
-  const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
+  const int num_tiles = (key_hi + kBlockN - 1) / kBlockN - tile_first;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t raw_base = smem_u32(smem_raw);
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (q_smem - raw_base);
-  const std::uint32_t k_smem = q_smem + T::kQBytes;
-  const std::uint32_t v_smem = k_smem + 2 * T::kKBytes;
-  std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + T::kQBytes + 2 * T::kKBytes + 2 * T::kVBytes);
+  const std::uint32_t k_smem = q_smem + T::kQBytes;                 // [stage] K tiles
+  const std::uint32_t v_smem = k_smem + T::kStages * T::kKBytes;    // [stage] V tiles
+  const int offsets_at = T::kQBytes + T::kStages * (T::kKBytes + T::kVBytes);
+  std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + offsets_at);  // [K/V][key]
+  const std::uint32_t bars = q_smem + offsets_at + T::kOffsetBytes;
+  // k_full[s] = bars + 8 s, v_full[s] = bars + 8 (kStages + s), empty[s] = bars + 8 (2 kStages + s).
+  const auto k_full = [&](int s) { return bars + 8 * s; };
+  const auto v_full = [&](int s) { return bars + 8 * (T::kStages + s); };
+  const auto empty = [&](int s) { return bars + 8 * (2 * T::kStages + s); };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < T::kStages; ++s) {
+      mbar_init(k_full(s), 32 * T::kProducerWarps);  // every producer lane, once its copies landed
+      mbar_init(v_full(s), 32 * T::kProducerWarps);
+      mbar_init(empty(s), 8);     // one arrival per consumer warp
+    }
+  }
+  __syncthreads();
 
-  // Threads [0, kBlockN) compute the K offset of one key of a tile, threads
-  // [kBlockN, 2 kBlockN) its V offset; the page is loaded a tile ahead.
-  const int offset_key = static_cast<int>(threadIdx.x) % kBlockN;
-  const bool offset_is_value = static_cast<int>(threadIdx.x) >= kBlockN;
-  const auto tile_page = [&](int kt) -> std::int32_t {
-    const int key = kt * kBlockN + offset_key;
-    if (T::CONTIG || key < key_lo || key >= key_hi) return 0;
-    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));
-  };
-  const auto store_offsets = [&](int kt, int stage, std::int32_t page) {
-    const int key = kt * kBlockN + offset_key;
-    std::int64_t offset = -1;
-    if (key >= key_lo && key < key_hi)
-      offset = offset_is_value ? kv_row_offset<T, true>(p, seq, key, page, kv_head)
-                               : kv_row_offset<T, false>(p, seq, key, page, kv_head);
-    row_offsets[stage * 2 * kBlockN + threadIdx.x] = offset;  // [stage][K/V][key]
-  };
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp >= 8) {
+    // ---- producer warps: pages, row offsets, K and V tiles -------------------
+    // Warp pw owns keys 32 pw .. 32 pw + 31 of every tile, one per lane.
+    const int pw = warp - 8;
+    const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
+    const int my_key = 32 * pw + lane;
+    const auto load_page = [&](int kt) -> std::int32_t {
+      const int key = kt * kBlockN + my_key;
+      return (T::CONTIG || key < key_lo || key >= key_hi)
+                 ? 0
+                 : ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));
+    };
+    std::int32_t next_page = num_tiles > 0 ? load_page(tile_first) : 0;
+    for (int i = 0; i < num_tiles; ++i) {
+      const int kt = tile_first + i, s = i % T::kStages;
+      const std::int32_t page = next_page;
+      if (i + 1 < num_tiles) next_page = load_page(kt + 1);  // a tile ahead
+      if (i >= T::kStages) mbar_wait(empty(s), ((i / T::kStages) & 1) ^ 1);
+      __syncwarp();  // every lane is done reading the previous tile's offsets
+      {
+        const int key = kt * kBlockN + my_key;
+        const bool valid = key >= key_lo && key < key_hi;
+        row_offsets[my_key] = valid ? kv_row_offset<T, false>(p, seq, key, page, kv_head) : -1;
+        row_offsets[kBlockN + my_key] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;
+      }
+      __syncwarp();
+      produce_tile<T, false>(p, k_smem + s * T::kKBytes, row_offsets, pw, lane);
+      produce_tile<T, true>(p, v_smem + s * T::kVBytes, row_offsets + kBlockN, pw, lane);
+      // Signal K, then V, of this tile once this lane's copies landed; the
+      // proxy fence makes them visible to the tensor cores' reads.
+      if constexpr (!T::kFp8) cp_async_wait<1>();
+      fence_proxy_async();
+      mbar_arrive(k_full(s));
+      if constexpr (!T::kFp8) cp_async_wait<0>();
+      fence_proxy_async();
+      mbar_arrive(v_full(s));
+    }
+    return;
+  }
 
-  // Q tile -> smem (operand type); rows past the sequence's query are zeros.
+  // ---- consumer warpgroups ------------------------------------------------------
+  const int wg = threadIdx.x / 128;       // 0 or 1: query rows 64 wg .. 64 wg + 63
+  const int wg_thread = threadIdx.x % 128;
+  const int warp_in_wg = warp % 4;
+  const int g = lane / 4, t = lane % 4;
+  const int wg_row = wg * 64 + warp_in_wg * 16;  // first row of this warp inside the tile
+
+  // This warpgroup's 64 Q rows -> smem (operand type); rows past the
+  // sequence's query are zeros.
   {
     const DType qdt = view.query_dtype;
     const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
     const int qsize = qdt == DType::F32 ? 4 : 2;
-#pragma unroll 4
-    for (int i = threadIdx.x; i < kBlockM * T::kChunks; i += T::kThreads) {
-      const int r = i / T::kChunks, chunk = i % T::kChunks;
+#pragma unroll 2
+    for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
+      const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
       const int row = row0 + r;
       const bool valid = row < rows_total;
       const std::int64_t token = q_begin + row / group;
@@ -287,24 +406,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
         st_shared16(dst, pack8<T::kF16>(f));
       }
     }
-  }
-  // Commit groups, in order: [Q + K(first)], [V(first)], then per tile
-  // [K(kt+1)], [V(kt+1)].
-  if (tile_first < tile_end) {
-    store_offsets(tile_first, 0, tile_page(tile_first));
-    if (tile_first + 1 < tile_end) store_offsets(tile_first + 1, 1, tile_page(tile_first + 1));
-    __syncthreads();
-    load_tile_sm90<T, false>(p, k_smem, row_offsets);
     cp_async_commit();
-    load_tile_sm90<T, true>(p, v_smem, row_offsets + kBlockN);
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_sync(1 + wg, 128);  // this warpgroup's Q rows are in
   }
-  cp_async_commit();
-
-  const int wg = threadIdx.x / 128;
-  const int warp_in_wg = (threadIdx.x / 32) % 4;
-  const int lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int wg_row = wg * 64 + warp_in_wg * 16;  // first row of this warp inside the tile
 
   float o[64];
 #pragma unroll
@@ -314,48 +420,29 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   const float exp_scale = has_softcap ? 1.f : p.logit_mul;
   const std::uint32_t q_wg = q_smem + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
 
-  for (int kt = tile_first; kt < tile_end; ++kt) {
-    const int stage = (kt - tile_first) & 1;
-    const bool prefetch_offsets = kt + 2 < tile_end;
-    const std::int32_t next_page = prefetch_offsets ? tile_page(kt + 2) : 0;
-    const bool has_next = kt + 1 < tile_end;
-    if (has_next) {
-      const std::int64_t* next = row_offsets + (stage ^ 1) * 2 * kBlockN;
-      load_tile_sm90<T, false>(p, k_smem + (stage ^ 1) * T::kKBytes, next);
-      cp_async_commit();
-      load_tile_sm90<T, true>(p, v_smem + (stage ^ 1) * T::kVBytes, next + kBlockN);
-      cp_async_commit();
-      cp_async_wait<3>();  // K(kt) in: pending at most V(kt), K(kt+1), V(kt+1)
-    } else {
-      cp_async_wait<1>();  // K(kt) in: pending at most V(kt)
-    }
-    fence_proxy_async();
-    __syncthreads();
-    const std::uint32_t ks = k_smem + stage * T::kKBytes;
-    const std::uint32_t vs = v_smem + stage * T::kVBytes;
+  for (int i = 0; i < num_tiles; ++i) {
+    const int kt = tile_first + i, s = i % T::kStages;
+    const int parity = (i / T::kStages) & 1;
+    const std::uint32_t ks = k_smem + s * T::kKBytes;
+    const std::uint32_t vs = v_smem + s * T::kVBytes;
 
     // S = Q K^T: this warpgroup's 64 rows x 128 keys, 8 k-steps of 16 dims.
-    float s[64];
+    mbar_wait(k_full(s), parity);
+    float sacc[64];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DK / 16; ++kk) {
       const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
       const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-      wgmma_ss<T::kF16>(s, da, db, kk > 0);
+      wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
     }
     wgmma_commit();
-    // V(kt) may still be in flight: wait for it while S computes.
-    if (has_next)
-      cp_async_wait<2>();
-    else
-      cp_async_wait<0>();
-    fence_proxy_async();
     wgmma_wait<0>();
-    fence_regs(s);
+    fence_regs(sacc);
 
     if (has_softcap) {
 #pragma unroll
-      for (int i = 0; i < 64; ++i) s[i] = p.softcap_out * tanhf(s[i] * p.logit_mul);
+      for (int e = 0; e < 64; ++e) sacc[e] = p.softcap_out * tanhf(sacc[e] * p.logit_mul);
     }
     const int n0 = kt * kBlockN;
     const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
@@ -368,11 +455,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
         const int vis_lo =
             window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
 #pragma unroll
-        for (int nb = 0; nb < kNBlocks; ++nb)
+        for (int nb = 0; nb < 16; ++nb)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int key = n0 + nb * 8 + 2 * t + e;
-            if (key < vis_lo || key >= vis_hi) s[nb * 4 + 2 * h + e] = -INFINITY;
+            if (key < vis_lo || key >= vis_hi) sacc[nb * 4 + 2 * h + e] = -INFINITY;
           }
       }
     }
@@ -381,31 +468,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     float alphas[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float part[kNBlocks];
-#pragma unroll
-      for (int nb = 0; nb < kNBlocks; ++nb) part[nb] = fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]);
-#pragma unroll
-      for (int width = kNBlocks / 2; width > 0; width /= 2)
-#pragma unroll
-        for (int i = 0; i < width; ++i) part[i] = fmaxf(part[i], part[i + width]);
-      float mx = part[0];
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h], mx * exp_scale);
+      const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
       const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
       const float alpha = fast_exp2(m[h] - ref);
       m[h] = m_new;
+      float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-      for (int nb = 0; nb < kNBlocks; ++nb) {
-        s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
-        s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
-        part[nb] = s[nb * 4 + 2 * h] + s[nb * 4 + 2 * h + 1];
+      for (int nb = 0; nb < 16; ++nb) {
+        sacc[nb * 4 + 2 * h] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h], exp_scale, -ref));
+        sacc[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h + 1], exp_scale, -ref));
+        sum_a += sacc[nb * 4 + 2 * h];
+        sum_b += sacc[nb * 4 + 2 * h + 1];
       }
-#pragma unroll
-      for (int width = kNBlocks / 2; width > 0; width /= 2)
-#pragma unroll
-        for (int i = 0; i < width; ++i) part[i] += part[i + width];
-      l[h] = l[h] * alpha + part[0];
+      l[h] = l[h] * alpha + (sum_a + sum_b);
       alphas[h] = alpha;
     }
     if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
@@ -423,14 +498,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     std::uint32_t pa[kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = pack2<T::kF16>(s[8 * kk + 0], s[8 * kk + 1]);
-      pa[kk][1] = pack2<T::kF16>(s[8 * kk + 2], s[8 * kk + 3]);
-      pa[kk][2] = pack2<T::kF16>(s[8 * kk + 4], s[8 * kk + 5]);
-      pa[kk][3] = pack2<T::kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+      pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+      pa[kk][1] = pack2<T::kF16>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
-    __syncthreads();  // V(kt) landed for every thread's copies
     // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
     // leading byte offset = the second 64-dim column half, stride = 8 keys.
+    mbar_wait(v_full(s), parity);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
@@ -440,10 +515,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
-    if (prefetch_offsets) store_offsets(kt + 2, stage, next_page);
-    __syncthreads();  // the next iteration's loads overwrite this stage
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));  // this warp is done with the stage
   }
-  cp_async_wait<0>();  // the Q copy when no K/V tile ran
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
