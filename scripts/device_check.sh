@@ -9,6 +9,7 @@
 #   scripts/device_check.sh run             (on the GPU machine)
 #       unpacks build-devcheck/carry (or uses BIN=dir of binaries), then:
 #       A. correctness, in parallel: the GPU tests (sweeps of issues 3/4, the
+#          prefill sweeps once more with PAGECHECK_ATTN_KERNEL=mma, the
 #          harness checks, default suite and presets through every path), the
 #          default suite and presets through every path via the CLI, the
 #          recorded cases (data/*.safetensors), compute-sanitizer memcheck and
@@ -16,7 +17,8 @@
 #       B. timing, alone on the GPU: `pagecheck bench` (issue 3 and 4 shapes),
 #          scripts/bench_torch.py (PyTorch SDPA on the same shapes), and
 #          `pagecheck tune`, then `bench --shapes decode --paths auto` with
-#          the tuning file.
+#          the tuning file, and the prefill shapes again with the portable
+#          prefill/FMHA kernel (PAGECHECK_ATTN_KERNEL=mma).
 #       Logs and JSON reports go to $OUT/devcheck.tgz (OUT default ./devout;
 #       the bench, torch and tune logs also lie beside it); the last lines
 #       printed are those logs, a summary per step and each step's exit code.
@@ -80,6 +82,7 @@ do_run() {
   step gpu_test_core 120 test_gpu_core &
   step gpu_test_decode 120 test_gpu_decode &
   step gpu_test_prefill 120 test_gpu_prefill &
+  step gpu_test_prefill_mma 120 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
   step suite 120 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
   step presets 120 pagecheck run "${presets[@]}" --paths "$all" --no-timing --json "$OUT/presets.json" &
   step recorded 120 pagecheck replay data/*.safetensors --paths "$all" --no-timing --json "$OUT/recorded.json" &
@@ -92,13 +95,15 @@ do_run() {
   # B. timing, one at a time.
   step bench 100 pagecheck bench --shapes all --json "$OUT/bench.json"
   step torch 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py
+  step bench_mma 40 env PAGECHECK_ATTN_KERNEL=mma pagecheck bench --shapes prefill --paths prefill,fmha \
+    --json "$OUT/bench_mma.json"
   step tune 45 pagecheck tune -o "$OUT/tuning.json"
   step bench_tuned 40 pagecheck bench --shapes decode --paths direct,split,auto --tuning "$OUT/tuning.json" \
     --json "$OUT/bench_tuned.json"
 
   tar czf "$final/devcheck.tgz" -C "$OUT" .
   cp "$OUT/steps.txt" "$OUT/bench.log" "$OUT/torch.log" "$OUT/tune.log" "$OUT/bench_tuned.log" "$final/" 2>/dev/null
-  for f in bench torch tune bench_tuned; do echo "== $f"; tail -c 2000 "$OUT/$f.log"; done
+  for f in bench bench_mma torch tune bench_tuned; do echo "== $f"; tail -c 2000 "$OUT/$f.log"; done
   echo "== summaries"
   for f in "$OUT"/*.log; do
     echo "-- $(basename "$f"): $(grep -E "test cases:|assertions:|summary|ERROR SUMMARY|RACECHECK SUMMARY|SKIPPED" "$f" | tail -2 | tr '\n' ' ')"
