@@ -42,11 +42,19 @@
 //   Ping-pong of the consumer warpgroups (named barriers around the S GEMM
 //   issue, FA3 style) measured no gain on v3 (292 / 308) and was dropped:
 //   the mbarrier pipeline already lets the two drift apart.
-//   What remains toward cuDNN (474-617 TFLOP/s at these shapes): S of tile
-//   kt + 1 issued before the softmax of kt (needs ~230 registers per
-//   consumer thread: setmaxnreg with a lean producer), TMA copies of whole
-//   pages, and a persistent grid for short sequences (16 x 512 is prologue
-//   bound: two key tiles per CTA on average).
+//   v4 (tried, not kept) FA3's intra-warpgroup overlap: S of tile i and
+//      P V of tile i - 1 in flight together, softmax of i under P V of i - 1;
+//      3 K stages, 2 V stages; setmaxnreg 56 (producer) / 224 (consumers),
+//      without which ptxas spills 252 bytes. Correct (dev checks, sweeps,
+//      sanitizers) but slower: 260 / 277 (1 x 8192: 325 / 352). A first try
+//      with 64 / 224 deadlocked: setmaxnreg.inc waits for registers the
+//      CTA's 168 x 384 allocation never has. Not yet explained why the
+//      overlap loses; candidates: the producer's 56 registers, the third K
+//      stage's wait order, two wgmma groups in flight per warpgroup.
+//   What remains toward cuDNN (474-617 TFLOP/s at these shapes): the above,
+//   understood and made to pay; TMA copies of whole pages; a persistent grid
+//   for short sequences (16 x 512 is prologue bound: two key tiles per CTA
+//   on average).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -75,15 +83,7 @@ struct Sm90Traits {
   static constexpr int kThreads = kConsumerThreads + 32 * kProducerWarps;
   static constexpr int kBlockM = 128;                      // query rows per CTA
   static constexpr int kBlockN = 128;                      // keys per tile
-  static constexpr int kKStages = 3;  // S of tile i + 1 is issued while P V of tile i runs
-  static constexpr int kVStages = 2;
-  // Registers: 384 threads allow 168 each at entry; setmaxnreg moves them to
-  // the consumers (S 64 + O 64 + P of the previous tile 32 floats live at once).
-  // setmaxnreg.inc waits until the registers it asks for are free in the
-  // CTA's allocation (168 x 384 at launch, not the whole register file):
-  // asking for more deadlocks, which the first try (64 + 224) did.
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  static constexpr int kStages = 2;
   static constexpr bool kF16 = KV == KvKind::F16;          // operand type: F16, else BF16
   static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
   static constexpr int kChunks = DK / 8;                   // 16-byte chunks of a 16-bit row
@@ -91,14 +91,11 @@ struct Sm90Traits {
   static constexpr int kKBytes = kBlockN * DK * 2;
   static constexpr int kVBytes = kBlockN * DV * 2;
   static constexpr int kOffsetBytes = 2 * kBlockN * 8;     // producer's K and V row offsets of one tile
-  static constexpr int kBarrierBytes = 2 * (kKStages + kVStages) * 8;  // full and empty per stage
+  static constexpr int kBarrierBytes = 3 * kStages * 8;    // k_full, v_full, empty per stage
   // +1024: the dynamic shared memory base is aligned up to the 1024-byte
   // swizzle atom inside the kernel.
   static constexpr int kSmemBytes =
-      1024 + kQBytes + kKStages * kKBytes + kVStages * kVBytes + kOffsetBytes + kBarrierBytes;
-  static constexpr int kEntryRegs = (65536 / kThreads) / 8 * 8;  // what __launch_bounds__(kThreads, 1) gives
-  static_assert(kProducerRegs * 32 * kProducerWarps + kConsumerRegs * kConsumerThreads <= kEntryRegs * kThreads,
-                "setmaxnreg split exceeds the CTA's register allocation (setmaxnreg.inc would wait forever)");
+      1024 + kQBytes + kStages * (kKBytes + kVBytes) + kOffsetBytes + kBarrierBytes;
   static_assert(kBlockN == 32 * kProducerWarps, "each producer lane owns one key of a tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
 };
@@ -247,9 +244,10 @@ __device__ __forceinline__ void produce_tile(const AttnParams& p, std::uint32_t 
   } else {
     constexpr int kSrcChunks = T::DK / 16;  // 16 FP8 elements per 16-byte load: 8 per row
     constexpr int kRowsPerStep = 32 / kSrcChunks;
-    constexpr int kBatch = 4;  // loads in flight per lane (the producer has 56 registers)
-#pragma unroll 1
-    for (int j0 = 0; j0 < 32 / kRowsPerStep; j0 += kBatch) {
+    constexpr int kBatch = 32 / kRowsPerStep;  // all of this warp's loads in flight
+    static_assert(kBatch * kRowsPerStep == 32, "");
+    {
+      constexpr int j0 = 0;
       uint4 raw[kBatch];
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
@@ -327,25 +325,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
   unsigned char* smem = smem_raw + (q_smem - raw_base);
   const std::uint32_t k_smem = q_smem + T::kQBytes;                 // [stage] K tiles
-  const std::uint32_t v_smem = k_smem + T::kKStages * T::kKBytes;   // [stage] V tiles
-  const int offsets_at = T::kQBytes + T::kKStages * T::kKBytes + T::kVStages * T::kVBytes;
+  const std::uint32_t v_smem = k_smem + T::kStages * T::kKBytes;    // [stage] V tiles
+  const int offsets_at = T::kQBytes + T::kStages * (T::kKBytes + T::kVBytes);
   std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + offsets_at);  // [K/V][key]
   const std::uint32_t bars = q_smem + offsets_at + T::kOffsetBytes;
-  // [k_full x kKStages][k_empty x kKStages][v_full x kVStages][v_empty x kVStages]
+  // k_full[s] = bars + 8 s, v_full[s] = bars + 8 (kStages + s), empty[s] = bars + 8 (2 kStages + s).
   const auto k_full = [&](int s) { return bars + 8 * s; };
-  const auto k_empty = [&](int s) { return bars + 8 * (T::kKStages + s); };
-  const auto v_full = [&](int s) { return bars + 8 * (2 * T::kKStages + s); };
-  const auto v_empty = [&](int s) { return bars + 8 * (2 * T::kKStages + T::kVStages + s); };
+  const auto v_full = [&](int s) { return bars + 8 * (T::kStages + s); };
+  const auto empty = [&](int s) { return bars + 8 * (2 * T::kStages + s); };
   if (threadIdx.x == 0) {
-    // full: every producer lane, once its copies landed; empty: one arrival
-    // per consumer warp.
-    for (int s = 0; s < T::kKStages; ++s) {
-      mbar_init(k_full(s), 32 * T::kProducerWarps);
-      mbar_init(k_empty(s), 8);
-    }
-    for (int s = 0; s < T::kVStages; ++s) {
+    for (int s = 0; s < T::kStages; ++s) {
+      mbar_init(k_full(s), 32 * T::kProducerWarps);  // every producer lane, once its copies landed
       mbar_init(v_full(s), 32 * T::kProducerWarps);
-      mbar_init(v_empty(s), 8);
+      mbar_init(empty(s), 8);     // one arrival per consumer warp
     }
   }
   __syncthreads();
@@ -354,7 +346,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   if (warp >= 8) {
     // ---- producer warps: pages, row offsets, K and V tiles -------------------
     // Warp pw owns keys 32 pw .. 32 pw + 31 of every tile, one per lane.
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::kProducerRegs));
     const int pw = warp - 8;
     const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
     const int my_key = 32 * pw + lane;
@@ -366,9 +357,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     };
     std::int32_t next_page = num_tiles > 0 ? load_page(tile_first) : 0;
     for (int i = 0; i < num_tiles; ++i) {
-      const int kt = tile_first + i, ks = i % T::kKStages, vs = i % T::kVStages;
+      const int kt = tile_first + i, s = i % T::kStages;
       const std::int32_t page = next_page;
       if (i + 1 < num_tiles) next_page = load_page(kt + 1);  // a tile ahead
+      if (i >= T::kStages) mbar_wait(empty(s), ((i / T::kStages) & 1) ^ 1);
       __syncwarp();  // every lane is done reading the previous tile's offsets
       {
         const int key = kt * kBlockN + my_key;
@@ -377,24 +369,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
         row_offsets[kBlockN + my_key] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;
       }
       __syncwarp();
-      if (i >= T::kKStages) mbar_wait(k_empty(ks), ((i / T::kKStages) & 1) ^ 1);
-      produce_tile<T, false>(p, k_smem + ks * T::kKBytes, row_offsets, pw, lane);
-      if (i >= T::kVStages) mbar_wait(v_empty(vs), ((i / T::kVStages) & 1) ^ 1);
-      produce_tile<T, true>(p, v_smem + vs * T::kVBytes, row_offsets + kBlockN, pw, lane);
+      produce_tile<T, false>(p, k_smem + s * T::kKBytes, row_offsets, pw, lane);
+      produce_tile<T, true>(p, v_smem + s * T::kVBytes, row_offsets + kBlockN, pw, lane);
       // Signal K, then V, of this tile once this lane's copies landed; the
       // proxy fence makes them visible to the tensor cores' reads.
       if constexpr (!T::kFp8) cp_async_wait<1>();
       fence_proxy_async();
-      mbar_arrive(k_full(ks));
+      mbar_arrive(k_full(s));
       if constexpr (!T::kFp8) cp_async_wait<0>();
       fence_proxy_async();
-      mbar_arrive(v_full(vs));
+      mbar_arrive(v_full(s));
     }
     return;
   }
 
   // ---- consumer warpgroups ------------------------------------------------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(T::kConsumerRegs));
   const int wg = threadIdx.x / 128;       // 0 or 1: query rows 64 wg .. 64 wg + 63
   const int wg_thread = threadIdx.x % 128;
   const int warp_in_wg = warp % 4;
@@ -439,50 +428,31 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   const float exp_scale = has_softcap ? 1.f : p.logit_mul;
   const std::uint32_t q_wg = q_smem + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
 
-  // Software pipeline over key tiles (FA3's intra-warpgroup overlap): the
-  // S GEMM of tile i and the P V GEMM of tile i - 1 are in flight together,
-  // and the softmax of tile i runs while P V of i - 1 still computes.
-  std::uint32_t pa[kBlockN / 16][4];  // P of the previous tile, A-fragment layout
-  const auto issue_s = [&](int i, float (&sacc)[64]) {
-    const int ks = i % T::kKStages;
-    mbar_wait(k_full(ks), (i / T::kKStages) & 1);
-    const std::uint32_t kbase = k_smem + ks * T::kKBytes;
+  for (int i = 0; i < num_tiles; ++i) {
+    const int kt = tile_first + i, s = i % T::kStages;
+    const int parity = (i / T::kStages) & 1;
+    const std::uint32_t ks = k_smem + s * T::kKBytes;
+    const std::uint32_t vs = v_smem + s * T::kVBytes;
+
+    // S = Q K^T: this warpgroup's 64 rows x 128 keys, 8 k-steps of 16 dims.
+    mbar_wait(k_full(s), parity);
+    float sacc[64];
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DK / 16; ++kk) {
       const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(kbase + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
+      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
       wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
     }
     wgmma_commit();
-  };
-  // O += P V of tile i: 8 k-steps of 16 keys; V is MN-major (dims
-  // contiguous): leading byte offset = the second 64-dim column half,
-  // stride = 8 keys.
-  const auto issue_pv = [&](int i) {
-    const int vs = i % T::kVStages;
-    mbar_wait(v_full(vs), (i / T::kVStages) & 1);
-    const std::uint32_t vbase = v_smem + vs * T::kVBytes;
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const std::uint64_t dv = smem_desc(vbase + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_rs<T::kF16>(o, pa[kk], dv);
-    }
-    wgmma_commit();
-  };
-  const auto release = [&](std::uint32_t bar) {
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);  // this warp is done with the stage
-  };
-  // Softcap, mask and online softmax of tile i in place (S -> probabilities);
-  // returns the rescale factors of O for this thread's two rows.
-  const auto softmax = [&](int i, float (&sacc)[64], float (&alphas)[2]) {
+    wgmma_wait<0>();
+    fence_regs(sacc);
+
     if (has_softcap) {
 #pragma unroll
       for (int e = 0; e < 64; ++e) sacc[e] = p.softcap_out * tanhf(sacc[e] * p.logit_mul);
     }
-    const int n0 = (tile_first + i) * kBlockN;
+    const int n0 = kt * kBlockN;
     const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
                            (window > 0 && n0 <= max_pos - window);
     if (need_mask) {
@@ -501,6 +471,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
           }
       }
     }
+
+    // Online softmax over this thread's two rows (g, g + 8).
+    float alphas[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
@@ -518,8 +491,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       l[h] = l[h] * alpha + (sum_a + sum_b);
       alphas[h] = alpha;
     }
-  };
-  const auto rescale_o = [&](const float (&alphas)[2]) {
     if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
 #pragma unroll
       for (int d = 0; d < kDBlocks; ++d) {
@@ -529,10 +500,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
         o[d * 4 + 3] *= alphas[1];
       }
     }
-  };
-  // P (operand type): k-step kk holds keys 16 kk .. 16 kk + 15, i.e. S's
-  // n8 blocks 2 kk and 2 kk + 1.
-  const auto to_p = [&](const float (&sacc)[64]) {
+
+    // P (registers, operand type) in the A-fragment layout: k-step kk holds
+    // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
+    std::uint32_t pa[kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kBlockN / 16; ++kk) {
       pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
@@ -540,36 +511,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
       pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
     }
-  };
-
-  if (num_tiles > 0) {
-    float sacc[64], alphas[2];
-    issue_s(0, sacc);
-    wgmma_wait<0>();
-    fence_regs(sacc);
-    release(k_empty(0));
-    softmax(0, sacc, alphas);  // O is zero: nothing to rescale
-    to_p(sacc);
-  }
-  for (int i = 1; i < num_tiles; ++i) {
-    float sacc[64], alphas[2];
-    issue_s(i, sacc);
-    issue_pv(i - 1);
-    wgmma_wait<1>();  // S of tile i is in; P V of i - 1 may still run
-    fence_regs(sacc);
-    release(k_empty(i % T::kKStages));
-    softmax(i, sacc, alphas);
-    wgmma_wait<0>();  // P V of i - 1 is in
-    fence_regs(o);
-    release(v_empty((i - 1) % T::kVStages));
-    rescale_o(alphas);
-    to_p(sacc);
-  }
-  if (num_tiles > 0) {
-    issue_pv(num_tiles - 1);
+    // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
+    // leading byte offset = the second 64-dim column half, stride = 8 keys.
+    mbar_wait(v_full(s), parity);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBlockN / 16; ++kk) {
+      const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
+      wgmma_rs<T::kF16>(o, pa[kk], dv);
+    }
+    wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
-    release(v_empty((num_tiles - 1) % T::kVStages));
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(s));  // this warp is done with the stage
   }
 
 #pragma unroll
