@@ -2,7 +2,8 @@
 //   gather_kernel    copies each sequence's referenced pages into contiguous K
 //                    and V (FmhaWorkspace layout, launchers.cuh): 16-byte
 //                    copies, several loads in flight per thread.
-//   attn_kernel<AttnTraits<128, 128, BF16, true>>  (prefill_common.cuh) the
+//   attn_kernel<AttnTraits<128, 128, BF16, true>>  (prefill_common.cuh; on
+//                    compute capability 9.0 attn_sm90.cu's wgmma kernel) the
 //                    flash-attention kernel over the contiguous, variable-length
 //                    sequences: the same tiles, online softmax and mma.sync as
 //                    prefill, with the page lookups replaced by token offsets.
@@ -18,18 +19,13 @@
 //     chunked 4x512/4608  0.044 ms 3.41 TB/s  0.548 ms 266.5 TF/s  0.591 ms 247.1 TF/s
 //   Gather bytes = K and V read + written over the real lengths (device copy
 //   ceiling ~4.3 TB/s); at 67 MB (1 x 8192, 16 x 512) launch and tail cost
-//   ~3 us of the 23. FMHA targets: 300 TFLOP/s at 8 x 2048 (FA2 300, cuDNN
-//   534): at 82% of FA2, 46% of cuDNN; 1 x 8192 88% / 46%; 16 x 512 96% / 56%.
-//   What wgmma + TMA would take (FA3 design): sm_90a build of this file only;
-//   a producer warp issuing TMA copies of K/V tiles (for paged K/V a 4-D
-//   tensor map over [blocks, slots, heads, dim] with one copy per page of a
-//   tile; cp.async for block sizes that don't divide the tile) into 2-3
-//   mbarrier-guarded 128B-swizzled stages; two consumer warpgroups of 64
-//   query rows each running S = Q K^T as wgmma (both operands from smem) and
-//   O += P V with P from registers and V as an MN-major smem descriptor;
-//   setmaxnreg to give consumers ~240 registers; ping-pong so one
-//   warpgroup's softmax overlaps the other's GEMMs. FA3 reports ~1.6-2x
-//   FA2 on H100 at these shapes, i.e. about cuDNN's 534-604.
+//   ~3 us of the 23. The mma.sync kernel against the FMHA target of 300
+//   TFLOP/s at 8 x 2048 (FA2 300, cuDNN 534): at 82% of FA2, 46% of cuDNN;
+//   1 x 8192 88% / 46%; 16 x 512 96% / 56%.
+//   On compute capability 9.0 launch_fmha runs attn_sm90.cu's wgmma kernel
+//   instead (contiguous BF16): 8 x 2048 313 TFLOP/s, 1 x 8192 406, 16 x 512
+//   175, chunked 379 (docs/performance.md); the mma.sync numbers above are
+//   what every other device gets.
 #include <cuda_runtime.h>
 
 #include <string>

@@ -3,6 +3,9 @@
 // is just a short tile).
 //
 // Variants (one switch in launch_prefill picks them):
+//   attn_sm90.cu's wgmma kernel on a compute capability 9.0 device for head
+//       dim 128 and KV BF16 / F16 / F8_E4M3 / F8_E5M2 (sm_90a build only;
+//       PAGECHECK_ATTN_KERNEL=mma skips it); otherwise:
 //   attn_kernel<AttnTraits<DK, DV, KV, false>>  (prefill_common.cuh)
 //       tensor cores, mma.sync m16n8k16; KV BF16 / F16 (F16 operands) /
 //       F8_E4M3 / F8_E5M2 (widened to BF16 in shared memory, scales folded
@@ -32,7 +35,9 @@
 //   40 KB of smem per warp per 64-key tile; each CTA's prologue (Q, table,
 //   first tile) is not overlapped with its own work, which is why 8 x 2048
 //   (16 key tiles per CTA on average) runs 12% below 1 x 8192 (64).
-//   Past FlashAttention-2 needs Hopper's wgmma + TMA (see fmha.cu notes).
+//   Past FlashAttention-2 takes Hopper's wgmma: on compute capability 9.0
+//   launch_prefill runs attn_sm90.cu's kernel for head dim 128 (16-bit and
+//   FP8 K/V): 8 x 2048 294 TFLOP/s, 1 x 8192 371 (docs/performance.md).
 #include <cuda_runtime.h>
 
 #include <string>
