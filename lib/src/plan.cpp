@@ -95,18 +95,23 @@ double batch_distance(std::int64_t tuned, std::int64_t requested) {
 //   - Direct when the direct grid covers at least two waves of the
 //     multiprocessors (64 x 4096 with 8 KV heads: 512 CTAs on 132 SMs), or
 //     when the longest context fits in the smallest partition.
-//   - Otherwise SplitKv with the largest partition (fewest partials to
-//     merge) that still gives two waves, at least 256 tokens; sequences no
-//     longer than one partition go direct (threshold = partition), since
-//     splitting them gains nothing.
+//   - Otherwise SplitKv with the largest partition of 256..1024 tokens
+//     (fewest partials to merge) whose grid comes within 1/32 of two waves
+//     (255 CTAs on 132 SMs); sequences no longer than one partition go direct
+//     (threshold = partition), since splitting them gains nothing.
 // Measured on the H200 by `pagecheck tune` (32/8 heads, d128, BF16, block 16,
 // L2 flushed; docs/performance.md): batch 64 (512 CTAs) direct wins at every
 // context 512..8192 (4096: 0.277 ms direct, 0.302 best split); batch 16 (128
 // CTAs) split wins from 1024 tokens (4096: 0.090 vs 0.122 ms) and loses by 4%
 // at 512; batch 1 and 4 split wins from 512 tokens (1 x 32768: 0.0535 ms at
 // partition 1024, 0.0545 at 512, 0.880 direct). So: split below two waves,
-// direct above, and the partition that gives two waves (1 x 32768 -> 512,
-// within 2% of the best; 8 x 8192 -> 1024).
+// direct above. The partition: measured again with explicit plans (bench,
+// median of 30, 2026-12-02), 1 x 32768 ran at 2395 / 2505 / 1954 GB/s with
+// partitions 512 / 1024 / 2048 and 8 x 8192 at 2891 / 3080 / 2980: 1024 is
+// best at both, although at 1 x 32768 it gives 256 CTAs, just under two
+// waves (264), hence the 1/32 slack; 2048 loses wherever it is the largest
+// to reach the target, hence the 1024 cap. The sweep of `tune` agrees
+// (batch 1: 256 up to 8192 tokens, 512 at 16384, 1024 at 32768).
 Plan choose_plan(const PlanRequest& request, const TuningTable* tuning) {
   if (tuning != nullptr) {
     const TuningEntry* best = nullptr;
@@ -139,16 +144,17 @@ Plan choose_plan(const PlanRequest& request, const TuningTable* tuning) {
   }
 
   constexpr std::int64_t kMinPartition = 256;
-  constexpr std::int64_t kMaxPartition = 2048;
+  constexpr std::int64_t kMaxPartition = 1024;
   const std::int64_t multiprocessors = std::max(1, request.multiprocessors);
   const std::int64_t target_ctas = 2 * multiprocessors;
   const std::int64_t direct_ctas = std::max<std::int64_t>(1, request.num_seqs) * std::max<std::int64_t>(1, request.kv_heads);
   if (direct_ctas >= target_ctas || request.max_context_tokens <= kMinPartition)
     return Plan{PlanKind::Direct, 0, 0, PlanSource::Default};
+  const std::int64_t split_target_ctas = target_ctas - target_ctas / 32;
   std::int64_t partition = kMinPartition;
   for (std::int64_t p = kMaxPartition; p >= kMinPartition; p /= 2) {
     const std::int64_t partitions = (request.max_context_tokens + p - 1) / p;
-    if (direct_ctas * partitions >= target_ctas) {
+    if (direct_ctas * partitions >= split_target_ctas) {
       partition = p;
       break;
     }
