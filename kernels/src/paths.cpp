@@ -16,9 +16,11 @@ namespace pagecheck::gpu {
 
 namespace {
 
-// The split path's partition when no plan names one: the heuristic's choice
-// for long contexts on a device it does not fill (plan.cpp).
-constexpr std::int64_t kDefaultPartitionTokens = 512;
+// The split path's partition when the plan is direct (the grid fills the
+// device): the heuristic's largest partition (plan.cpp). H200, explicit
+// plans: 64 x 4096 split 3507 / 3696 GB/s at 512 / 1024, 256 x 1024 3389 /
+// 3508 (docs/performance.md).
+constexpr std::int64_t kDefaultPartitionTokens = 1024;
 
 // Tuning files, read once per path name.
 Expected<TuningTable> cached_tuning(const std::string& path) {
