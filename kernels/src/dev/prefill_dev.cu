@@ -5,11 +5,13 @@
 // repeatability, then times the benchmark shapes with CUDA events (warm-up,
 // L2 flushed before each repeat, median).
 //
-// Build (from the repo root):
+// Build (from the repo root), portable kernels only:
 //   nvcc -std=c++20 -gencode arch=compute_90,code=sm_90 -O3 --expt-relaxed-constexpr -lineinfo \
-//     -Ilib/include -Ikernels/src -Ikernels/include kernels/src/dev/prefill_dev.cu \
+//     -Ilib/include -Ikernels/src -Ikernels/include -I/usr/include/eigen3 kernels/src/dev/prefill_dev.cu \
 //     kernels/src/prefill.cu kernels/src/fmha.cu lib/src/dtype.cpp -o devbin/prefill_dev
-// Run: devbin/prefill_dev [check] [bench]
+// With the sm_90a wgmma kernel (what the launchers pick on a Hopper), see
+// scripts/prefill_dev_run.sh, which also runs it on the GPU machine.
+// Run: devbin/prefill_dev [check] [bench] [small]
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
