@@ -420,6 +420,14 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
   if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
   if (exec.require_gpu) args.emplace_back("--require-gpu");
   if (exec.no_checks) args.emplace_back("--no-checks");
+  // Timing as it ran, so a timing regression replays the same way.
+  if (exec.no_timing) {
+    args.emplace_back("--no-timing");
+  } else {
+    if (exec.hot) args.emplace_back("--hot");
+    if (exec.warmup != ExecOptions{}.warmup) args.insert(args.end(), {"--warmup", std::to_string(exec.warmup)});
+    if (exec.repeats != ExecOptions{}.repeats) args.insert(args.end(), {"--repeats", std::to_string(exec.repeats)});
+  }
   std::string command;
   for (const auto& a : args) command += (command.empty() ? "" : " ") + shell_quote(a);
 

@@ -229,6 +229,21 @@ TEST_CASE("JSON carries the required fields") {
   CHECK(c["paths"][2]["reason"] == "head_dim 64 is not built");
 }
 
+TEST_CASE("a recorded LSE without a recorded output is reported in JSON and JUnit") {
+  PathReport ref = path("reference", PathStatus::Fail, "recorded lse disagrees");
+  ref.recorded_lse = stats(0.25, 0.01, 5);
+  const RunReport r = one_case({ref});
+  const nlohmann::json j = to_json(r);
+  const auto& jr = j["cases"][0]["paths"][0];
+  REQUIRE(jr.contains("recorded"));
+  CHECK(jr["recorded"]["max_abs_err"].is_null());  // no recorded output
+  CHECK(jr["recorded"]["mismatches"].is_null());
+  CHECK(jr["recorded"]["lse"]["max_abs_err"].get<double>() == doctest::Approx(0.25));
+  CHECK(jr["recorded"]["lse"]["mismatches"] == 5);
+  const std::string xml = to_junit(r);
+  CHECK(xml.find("recorded lse: max_abs_err") != std::string::npos);
+}
+
 TEST_CASE("JSON writes non-finite errors as null, and the count says why") {
   PathReport p = path("direct", PathStatus::Fail, "NaN in output");
   p.error = stats(std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(), 5);

@@ -249,8 +249,16 @@ nlohmann::json json_path(const PathReport& p, const std::optional<DeviceInfo>& d
   }
   j["unwritten"] = p.unwritten;
   j["lse"] = p.lse_error ? json_stats(*p.lse_error) : nlohmann::json(nullptr);
-  if (p.recorded) {
-    j["recorded"] = json_stats(*p.recorded);
+  // A case may record an LSE without an output: then the output fields are
+  // null and only "lse" carries numbers.
+  if (p.recorded || p.recorded_lse) {
+    if (p.recorded) {
+      j["recorded"] = json_stats(*p.recorded);
+    } else {
+      j["recorded"] = nlohmann::json::object();
+      for (const auto& key : {"max_abs_err", "max_rel_err", "rel_l2_err", "mismatches", "nonfinite", "elements", "worst"})
+        j["recorded"][key] = nullptr;
+    }
     j["recorded"]["lse"] = p.recorded_lse ? json_stats(*p.recorded_lse) : nlohmann::json(nullptr);
   }
   j["timings"] = nlohmann::json::array();
@@ -533,6 +541,9 @@ std::string to_junit(const RunReport& report) {
       if (p.recorded)
         details += fmt::format("{}recorded: max_abs_err {} rel_l2_err {} mismatches {}", details.empty() ? "" : "\n",
                                num(p.recorded->max_abs_err), num(p.recorded->rel_l2_err), p.recorded->mismatches);
+      if (p.recorded_lse)
+        details += fmt::format("{}recorded lse: max_abs_err {} mismatches {}", details.empty() ? "" : "\n",
+                               num(p.recorded_lse->max_abs_err), p.recorded_lse->mismatches);
       for (const auto& f : p.check_failures) details += (details.empty() ? "" : "\n") + f;
       switch (p.status) {
         case PathStatus::Pass:

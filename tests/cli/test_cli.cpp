@@ -344,8 +344,23 @@ TEST_CASE("--save-failing writes a bundle that reproduces the failure") {
   CHECK(contains(command, " replay "));
   CHECK(contains(command, "case.safetensors"));
   CHECK(contains(command, "--atol 0"));
+  CHECK(!contains(command, "--repeats"));  // defaults are not spelled out
   const int status = std::system(("sh '" + (bundle / "replay.sh").string() + "' --quiet > /dev/null 2>&1").c_str());
   CHECK(WEXITSTATUS(status) == 1);  // the bundle fails the same way
+
+  // Timing options travel with the bundle.
+  Result timed = run_tool(
+      "replay failing.safetensors --paths reference --atol 0 --rtol 0 --hot --warmup 1 --repeats 7 "
+      "--save-failing bundles-timed");
+  CHECK(timed.rc == 1);
+  const std::string timed_command = read_file(work_dir() / "bundles-timed" / "failing" / "command.txt");
+  CHECK(contains(timed_command, "--hot"));
+  CHECK(contains(timed_command, "--warmup 1"));
+  CHECK(contains(timed_command, "--repeats 7"));
+  Result untimed = run_tool(
+      "replay failing.safetensors --paths reference --atol 0 --rtol 0 --no-timing --save-failing bundles-untimed");
+  CHECK(untimed.rc == 1);
+  CHECK(contains(read_file(work_dir() / "bundles-untimed" / "failing" / "command.txt"), "--no-timing"));
 
   auto outputs = pagecheck::read_safetensors(bundle / "outputs.safetensors");
   REQUIRE(outputs.ok());
