@@ -279,6 +279,25 @@ TEST_CASE("fp8 caches store x / scale; parameters carry the scales") {
   CHECK(rms < 25);
 }
 
+TEST_CASE("the fp8 preset's scales keep the LLM-like outlier channels out of saturation") {
+  auto spec = preset("llama3-8b-fp8");
+  REQUIRE(spec.ok());
+  auto c = generate_case(*spec);
+  REQUIRE(c.ok());
+  REQUIRE(c->key_cache.dtype == DType::F8_E4M3);
+  for (const Tensor* t : {&c->key_cache, &c->value_cache}) {
+    std::int64_t finite = 0, saturated = 0;
+    for (std::int64_t i = 0; i < t->numel(); ++i) {
+      const double x = t->at(i);
+      if (!std::isfinite(x)) continue;  // unreferenced pages and tail slots hold NaN
+      ++finite;
+      saturated += std::fabs(x) >= 448.0;
+    }
+    REQUIRE(finite > 1000);
+    CHECK(static_cast<double>(saturated) / static_cast<double>(finite) < 1e-4);
+  }
+}
+
 TEST_CASE("value profiles: large logits reach the hundreds; LLM-like has a sink") {
   auto spec = small_spec();
   spec.head_dim = 64;

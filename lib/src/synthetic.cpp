@@ -631,7 +631,10 @@ std::vector<SyntheticSpec> all_presets() {
     auto s = model("llama3-8b-fp8", 8003, 32, 8, 128, "Llama-3-8B decode over an fp8 E4M3 KV cache with scales");
     uniform_lengths(s, 8, 128, 1024);
     s.kv_dtype = DType::F8_E4M3;
-    s.k_scale = 0.05;
+    // Scales as a runtime picks them, amax / 448: keys reach ~15 x 4.5 sigma
+    // in their outlier channels (0.05 clipped ~13% of those at 448), values
+    // ~4.5 sigma.
+    s.k_scale = 0.15;
     s.v_scale = 0.02;
     out.push_back(s);
   }
