@@ -409,9 +409,14 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
 
   std::string paths_arg;
   for (const auto& p : paths) paths_arg += (paths_arg.empty() ? "" : ",") + p;
-  std::vector<std::string> args = {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay",
-                                   fs::absolute(dir / "case.safetensors").lexically_normal().string(), "--paths",
-                                   paths_arg};
+  std::vector<std::string> args;
+  // The kernel override of the environment (docs/cli.md) is part of how the
+  // case ran.
+  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0')
+    args.insert(args.end(), {"env", std::string("PAGECHECK_ATTN_KERNEL=") + kernel});
+  args.insert(args.end(), {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay",
+                           fs::absolute(dir / "case.safetensors").lexically_normal().string(), "--paths",
+                           paths_arg});
   if (exec.atol) args.insert(args.end(), {"--atol", fmt::format("{}", *exec.atol)});
   if (exec.rtol) args.insert(args.end(), {"--rtol", fmt::format("{}", *exec.rtol)});
   if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});

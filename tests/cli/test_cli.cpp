@@ -48,13 +48,16 @@ fs::path work_dir() {
 }
 
 // Runs `pagecheck ARGS` (ARGS already shell-quoted) in the work folder.
-Result run_tool(const std::string& args) {
+// Runs the binary in the scratch folder; `env` (e.g. "NAME=value") is set
+// for that run only.
+Result run_tool(const std::string& args, const std::string& env = "") {
   static int counter = 0;
   const fs::path out = work_dir() / ("stdout." + std::to_string(counter));
   const fs::path err = work_dir() / ("stderr." + std::to_string(counter));
   ++counter;
-  const std::string cmd = "cd '" + work_dir().string() + "' && '" + std::string(PAGECHECK_BIN) + "' " + args + " > '" +
-                          out.string() + "' 2> '" + err.string() + "'";
+  const std::string cmd = "cd '" + work_dir().string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" +
+                          std::string(PAGECHECK_BIN) + "' " + args + " > '" + out.string() + "' 2> '" + err.string() +
+                          "'";
   const int status = std::system(cmd.c_str());
   Result r;
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -361,6 +364,16 @@ TEST_CASE("--save-failing writes a bundle that reproduces the failure") {
       "replay failing.safetensors --paths reference --atol 0 --rtol 0 --no-timing --save-failing bundles-untimed");
   CHECK(untimed.rc == 1);
   CHECK(contains(read_file(work_dir() / "bundles-untimed" / "failing" / "command.txt"), "--no-timing"));
+  // The kernel override travels too.
+  Result forced = run_tool(
+      "replay failing.safetensors --paths reference --atol 0 --rtol 0 --save-failing bundles-mma",
+      "PAGECHECK_ATTN_KERNEL=mma");
+  CHECK(forced.rc == 1);
+  const std::string forced_command = read_file(work_dir() / "bundles-mma" / "failing" / "command.txt");
+  CHECK(forced_command.rfind("env PAGECHECK_ATTN_KERNEL=mma ", 0) == 0);
+  const int forced_status =
+      std::system(("sh '" + (work_dir() / "bundles-mma" / "failing" / "replay.sh").string() + "' --quiet > /dev/null 2>&1").c_str());
+  CHECK(WEXITSTATUS(forced_status) == 1);
 
   auto outputs = pagecheck::read_safetensors(bundle / "outputs.safetensors");
   REQUIRE(outputs.ok());
