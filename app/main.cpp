@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -206,6 +208,17 @@ int real_main(int argc, char** argv) {
     // error is a usage error.
     const int cli_code = app.exit(e);
     return cli_code == 0 ? exit_code::kPass : exit_code::kUsage;
+  }
+
+  // The prefill/FMHA kernel override (docs/cli.md "Environment"): a typo
+  // would otherwise silently run the default kernel.
+  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0') {
+    const std::string_view k = kernel;
+    if (k != "mma" && k != "auto") {
+      fmt::print(stderr, "pagecheck: PAGECHECK_ATTN_KERNEL='{}' is not a kernel choice; use mma (the portable "
+                         "mma.sync kernel) or auto (the default: wgmma on compute capability 9.0)\n", k);
+      return exit_code::kUsage;
+    }
   }
 
   const auto any_counted = [](const std::vector<CLI::Option*>& options) {
