@@ -59,6 +59,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -138,62 +139,42 @@ __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 #ifdef PAGECHECK_SM90A_DEVICE
-// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major), bf16.
-__device__ __forceinline__ void wgmma_ss_bf16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major), bf16.
-__device__ __forceinline__ void wgmma_rs_bf16(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-}
-
-// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major), f16.
-__device__ __forceinline__ void wgmma_ss_f16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major), f16.
-__device__ __forceinline__ void wgmma_rs_f16(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
-}
-
+// The 64 float accumulators of an m64n128 wgmma, as asm operands %0..%63.
+#define PC_WGMMA_D_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define PC_WGMMA_D_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major);
+// TYPE bf16 or f16.
+#define PC_WGMMA_SS(TYPE, d, desc_a, desc_b, accumulate)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
+#define PC_WGMMA_RS(TYPE, d, a, desc_b)                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                  \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 #endif
 
 template <bool kF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
 #ifdef PAGECHECK_SM90A_DEVICE
   if constexpr (kF16)
-    wgmma_ss_f16(d, a, b, accumulate);
+    PC_WGMMA_SS("f16", d, a, b, accumulate);
   else
-    wgmma_ss_bf16(d, a, b, accumulate);
+    PC_WGMMA_SS("bf16", d, a, b, accumulate);
 #endif
 }
 template <bool kF16>
 __device__ __forceinline__ void wgmma_rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b) {
 #ifdef PAGECHECK_SM90A_DEVICE
   if constexpr (kF16)
-    wgmma_rs_f16(d, a, b);
+    PC_WGMMA_RS("f16", d, a, b);
   else
-    wgmma_rs_bf16(d, a, b);
+    PC_WGMMA_RS("bf16", d, a, b);
 #endif
 }
 
@@ -552,40 +533,49 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
 
 template <class T>
 Status launch_traits(AttnParams p, cudaStream_t stream) {
-  const DeviceCaseView& view = p.view;
-  const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * p.group;
-  p.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
-  const std::int64_t ctas = static_cast<std::int64_t>(p.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
-  if (ctas == 0) return {};
-  if (ctas > INT_MAX)
-    return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
-  CUDA_TRY(cudaFuncSetAttribute(attn_sm90_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-  attn_sm90_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
-  CUDA_TRY_LAUNCH();
-  return {};
+  return launch_query_tiles<T>(attn_sm90_kernel<T>, p, stream);
 }
 
 }  // namespace
 
 // ---- dispatch -----------------------------------------------------------------
 
-bool sm90_available() {
-  const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
-  if (force != nullptr && std::strcmp(force, "mma") == 0) return false;
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
+namespace {
+// Whether `device` is compute capability 9.0 and loads the sm_90a image.
+bool device_runs_sm90a(int device) {
+  int major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
     return false;
   if (major != 9 || minor != 0) return false;
-  // The sm_90a image is there (it is: this file is built for sm_90a only)
-  // and loads on this device.
   cudaFuncAttributes attr{};
   if (cudaFuncGetAttributes(&attr, attn_sm90_kernel<Sm90Traits<KvKind::BF16, false>>) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
   return attr.binaryVersion == 90;
+}
+}  // namespace
+
+// Asked on every prefill/fmha launch: the environment is read once and the
+// answer is kept per device.
+bool sm90_available() {
+  static const bool forced_mma = [] {
+    const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
+    return force != nullptr && std::strcmp(force, "mma") == 0;
+  }();
+  if (forced_mma) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  constexpr int kCachedDevices = 64;
+  static std::atomic<signed char> cached[kCachedDevices];  // 0: not asked yet, 1: no, 2: yes
+  if (device < 0 || device >= kCachedDevices) return device_runs_sm90a(device);
+  signed char state = cached[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    state = device_runs_sm90a(device) ? 2 : 1;
+    cached[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
 }
 
 bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
@@ -596,7 +586,6 @@ bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
 }
 
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous) {
-  if (view.kv_dtype == DType::F32) return "f32 (CUDA cores)";
   return sm90_supports(view, contiguous) && sm90_available() ? "wgmma (sm_90a)" : "mma.sync";
 }
 

@@ -22,8 +22,8 @@ bool sm90_available();
 // F16, F8_E4M3 or F8_E5M2 (paged) or BF16 (contiguous, fmha).
 bool sm90_supports(const DeviceCaseView& view, bool contiguous);
 
-// Name of the kernel that a prefill/fmha launch with this view runs now:
-// "wgmma (sm_90a)" or "mma.sync".
+// Name of the tensor-core kernel that a prefill/fmha launch with this view
+// runs now: "wgmma (sm_90a)" or "mma.sync" (F32 K/V is prefill.cu's own).
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 
 // Launches the sm_90a kernel; the caller has checked sm90_supports and

@@ -175,8 +175,8 @@ class PrefillPath final : public GpuPath {
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions&) override {
     PreparedPath p;
     const DeviceCaseView view = d.view;
-    p.plan = std::string("kernel ") + prefill_kernel_name(view);
     p.notes["kernel"] = prefill_kernel_name(view);
+    p.plan = "kernel " + p.notes["kernel"];
     p.stages.push_back(attention_stage("prefill", [view](cudaStream_t s) { return launch_prefill(view, s); },
                                        attention_model(c)));
     return p;
@@ -206,8 +206,8 @@ class FmhaPath final : public GpuPath {
     ws.capacity_tokens = d.view.max_seq_len;
     p.notes["workspace_bytes"] = std::to_string(2 * each);
     const DeviceCaseView view = d.view;
-    p.plan = std::string("gather + kernel ") + fmha_kernel_name(view);
     p.notes["kernel"] = fmha_kernel_name(view);
+    p.plan = "gather + kernel " + p.notes["kernel"];
     const AttentionModel m = attention_model(c);
     // Gathered tokens: every key of every sequence (the gather does not know
     // the window), each read once from its page and written once.

@@ -669,9 +669,12 @@ inline Status check_common(const DeviceCaseView& view) {
   return {};
 }
 
-// One CTA per (query tile, sequence, KV head), heaviest tiles first.
+// One CTA per (query tile of T::kBlockM rows, sequence, KV head), heaviest
+// tiles first: the grid of `kernel` (attn_kernel<T> here, attn_sm90.cu's
+// kernel there), which takes T::kThreads threads and T::kSmemBytes of
+// dynamic shared memory.
 template <class T>
-Status launch_attn(AttnParams p, cudaStream_t stream) {
+Status launch_query_tiles(void (*kernel)(AttnParams), AttnParams p, cudaStream_t stream) {
   const DeviceCaseView& view = p.view;
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * p.group;
   p.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
@@ -679,10 +682,15 @@ Status launch_attn(AttnParams p, cudaStream_t stream) {
   if (ctas == 0) return {};
   if (ctas > INT_MAX)
     return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
-  CUDA_TRY(cudaFuncSetAttribute(attn_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-  attn_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
+  CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+  kernel<<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
   CUDA_TRY_LAUNCH();
   return {};
+}
+
+template <class T>
+Status launch_attn(AttnParams p, cudaStream_t stream) {
+  return launch_query_tiles<T>(attn_kernel<T>, p, stream);
 }
 
 }  // namespace pagecheck::gpu::attn
