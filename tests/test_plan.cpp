@@ -114,9 +114,9 @@ TEST_CASE("default plan: direct when the grid fills the device, split when it do
 TEST_CASE("tuning file round trip") {
   TuningTable table;
   table.device_name = "NVIDIA H200";
-  table.entries.push_back({32, 8, 128, 128, 1, 512, 2048});
-  table.entries.push_back({32, 8, 128, 128, 64, 1024, 0});
-  table.entries.push_back({64, 8, 192, 128, 0, 256, 4096});
+  table.entries.push_back({32, 8, 128, 128, 1, 512, 2048, {}});
+  table.entries.push_back({32, 8, 128, 128, 64, 1024, 0, {}});
+  table.entries.push_back({64, 8, 192, 128, 0, 256, 4096, {}});
   table.entries[0].partition_by_context = {{4096, 256}, {32768, 1024}};
   const auto path = temp_file("roundtrip.json");
   REQUIRE(write_tuning_file(path.string(), table).ok());
@@ -186,8 +186,8 @@ TEST_CASE("tuning file validation names the field at fault") {
 TEST_CASE("choose_plan uses the tuned entry nearest in batch size") {
   TuningTable table;
   table.device_name = "test";
-  table.entries.push_back({32, 8, 128, 128, 1, 1024, 4096});  // batch 1: split past 4096
-  table.entries.push_back({32, 8, 128, 128, 64, 512, 0});     // batch 64: split never wins
+  table.entries.push_back({32, 8, 128, 128, 1, 1024, 4096, {}});  // batch 1: split past 4096
+  table.entries.push_back({32, 8, 128, 128, 64, 512, 0, {}});     // batch 64: split never wins
 
   const Plan small = choose_plan(benchmark_request(2, 32768), &table);
   CHECK(small.source == PlanSource::Tuned);
@@ -220,7 +220,7 @@ TEST_CASE("choose_plan uses the tuned entry nearest in batch size") {
   // Partition by context: the smallest measured context at or above the
   // request's, else the longest.
   TuningTable by_context;
-  by_context.entries.push_back({32, 8, 128, 128, 1, 512, 256});
+  by_context.entries.push_back({32, 8, 128, 128, 1, 512, 256, {}});
   by_context.entries[0].partition_by_context = {{4096, 256}, {16384, 512}, {32768, 1024}};
   CHECK(choose_plan(benchmark_request(1, 3000), &by_context).partition_tokens == 256);
   CHECK(choose_plan(benchmark_request(1, 16384), &by_context).partition_tokens == 512);
