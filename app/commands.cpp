@@ -1,6 +1,7 @@
 // run, replay and gen.
 #include "commands.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/reference.hpp"
+#include "pagecheck/suite.hpp"
 #include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
 
@@ -25,8 +27,38 @@ int cmd_list_presets() {
   return exit_code::kPass;
 }
 
+// The default suite as suite.hpp builds it: one line per case, then what
+// each path family is covered by.
+int cmd_list_suite() {
+  const auto cases = default_suite_cases();
+  std::vector<SuiteRow> rows;
+  std::size_t fixed = 0;
+  for (const auto& c : cases) {
+    std::string targets;
+    for (const auto& t : c.targets) targets += (targets.empty() ? "" : ",") + t;
+    if (c.fixed) {
+      ++fixed;
+      fmt::print("{:<22} {:<32} fixed: {}\n", c.spec.name, targets, c.spec.description);
+    } else {
+      rows.push_back(c.row);
+      fmt::print("{:<22} {:<32} {}\n", c.spec.name, targets, describe_suite_row(c.row));
+    }
+  }
+  fmt::print("\n{} cases: {} covering rows (pairwise per path family), {} fixed\n", cases.size(), rows.size(), fixed);
+  for (const auto& t : suite_targets()) {
+    const auto accepted = std::count_if(rows.begin(), rows.end(), [&](const SuiteRow& r) { return t.accepts(r); });
+    const auto open = uncovered_pairs(t, rows);
+    std::string paths;
+    for (const auto& p : t.paths) paths += (paths.empty() ? "" : ",") + p;
+    fmt::print("  {:<14} paths {:<18} {:>3} covering cases, {} ({})\n", t.name, paths, accepted,
+               open.empty() ? "every pair covered" : fmt::format("{} pairs uncovered", open.size()), t.note);
+  }
+  return exit_code::kPass;
+}
+
 int cmd_run(const RunConfig& config, const Invocation& invocation) {
   if (config.cases.list_presets) return cmd_list_presets();
+  if (config.cases.list_suite) return cmd_list_suite();
   auto specs = build_specs(config.cases);
   if (!specs.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", specs.error().describe());

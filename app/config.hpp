@@ -15,6 +15,7 @@ namespace pagecheck::app {
 struct CaseOptions {
   std::vector<std::string> presets;
   bool list_presets = false;
+  bool list_suite = false;  // run --list-suite
   std::string name;
   std::string description;
   std::uint64_t seed = 1;

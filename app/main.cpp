@@ -157,6 +157,9 @@ int real_main(int argc, char** argv) {
   RunConfig run;
   auto* run_cmd = app.add_subcommand("run", "Run synthetic cases: the default suite, presets, or geometry flags");
   const auto run_geometry = add_case_options(run_cmd, run.cases);
+  run_cmd->add_flag("--list-suite", run.cases.list_suite,
+                    "List the default suite's cases, the axis values each covers and the path families that take it")
+      ->group("Case");
   add_exec_options(run_cmd, run.exec, false);
   add_output_options(run_cmd, run.out);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The device check of issues 3 and 4, in two halves:
+# The device check (issues 3, 4 and 8), in halves:
 #
 #   scripts/device_check.sh build [ARCHS]   (where the dependencies are)
 #       configures build-devcheck with CMAKE_CUDA_ARCHITECTURES=ARCHS
@@ -7,21 +7,22 @@
 #       stripped binaries into build-devcheck/carry/*.gz (small enough to
 #       carry to a GPU machine).
 #   scripts/device_check.sh run             (on the GPU machine)
-#       unpacks build-devcheck/carry (or uses BIN=dir of binaries), then:
-#       A. correctness, in parallel: the GPU tests (sweeps of issues 3/4, the
-#          prefill sweeps once more with PAGECHECK_ATTN_KERNEL=mma, the
-#          harness checks, default suite and presets through every path), the
-#          default suite and presets through every path via the CLI, the
-#          recorded cases (data/*.safetensors), compute-sanitizer memcheck and
-#          racecheck on a small decode and a small mixed suite;
-#       B. timing, alone on the GPU: `pagecheck bench` (issue 3 and 4 shapes),
-#          scripts/bench_torch.py (PyTorch SDPA on the same shapes), and
-#          `pagecheck tune`, then `bench --shapes decode --paths auto` with
-#          the tuning file, and the prefill shapes again with the portable
-#          prefill/FMHA kernel (PAGECHECK_ATTN_KERNEL=mma).
-#       Logs and JSON reports go to $OUT/devcheck.tgz (OUT default ./devout;
-#       the bench, torch and tune logs also lie beside it); the last lines
-#       printed are those logs, a summary per step and each step's exit code.
+#       unpacks build-devcheck/carry (or uses BIN=dir of binaries), then the
+#       correctness check of issue 8: the GPU tests; the covering default
+#       suite through every path, again with PAGECHECK_ATTN_KERNEL=mma (the
+#       portable prefill/FMHA kernel) and with a split plan of 64-token
+#       partitions; presets; the recorded cases (data/*.safetensors);
+#       compute-sanitizer memcheck, racecheck, initcheck and synccheck over
+#       the whole covering suite; a cache of more than 2^31 elements with
+#       block ids above 65535 (decode and mixed, NHD and HND) and one long
+#       context per path family (32k decode, 8k prefill).
+#   scripts/device_check.sh bench           (on the GPU machine)
+#       timing, alone on the GPU: `pagecheck bench`, scripts/bench_torch.py,
+#       `pagecheck tune`, bench with the tuning file, the prefill shapes with
+#       the portable kernel.
+#       Both write logs and JSON reports to $OUT/devcheck.tgz (OUT default
+#       ./devout); the last lines printed are a summary per step and each
+#       step's exit code (steps.txt).
 #   scripts/device_check.sh all             both, on a machine with a GPU
 #       and the dependencies.
 set -u
@@ -52,11 +53,14 @@ step() {
   return $rc
 }
 
-do_run() {
-  local final=${OUT:-devout}
-  mkdir -p "$final"
-  OUT=$(mktemp -d /tmp/devcheck.XXXX)
-  : >"$OUT/steps.txt"
+# The huge and long cases (issue 8): a cache of more than 2^31 elements
+# with block ids above 65535 (4 x 2048 tokens, 8 KV heads, d128, 512 pages
+# spread over a pool of 153600: 2.5e9 elements per cache, 5 GB in BF16), and
+# one long context per path family (32k decode, 8k prefill).
+huge=(--seqs 4 --q-heads 8 --kv-heads 8 --head-dim 128 --block-size 16 --seq-len 2048 --pool-factor 300
+      --no-share-pages --no-timing)
+
+unpack() {
   BIN=${BIN:-}
   if [ -z "$BIN" ]; then
     BIN=/tmp/pagecheck-bin
@@ -67,32 +71,87 @@ do_run() {
   export PATH="$BIN:$PATH" NO_COLOR=1
   # cuBLAS comes from the CUDA toolkit there.
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib"
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/device.txt" 2>&1
+}
+
+finish() {
+  tar czf "$final/devcheck.tgz" -C "$OUT" .
+  cp "$OUT/steps.txt" "$final/" 2>/dev/null
+  for f in "$@"; do [ -f "$OUT/$f.log" ] && cp "$OUT/$f.log" "$final/"; done
+  echo "== summaries"
+  for f in "$OUT"/*.log; do
+    echo "-- $(basename "$f"): $(grep -E "test cases:|assertions:|^summary|ERROR SUMMARY|RACECHECK SUMMARY|SKIPPED|^pagecheck:" "$f" | tail -3 | tr '\n' ' ' | cut -c1-400)"
+  done
+  echo "== steps"
+  cat "$OUT/steps.txt"
+}
+
+# Correctness: the GPU tests, the covering suite through every path (also
+# with the portable prefill/FMHA kernel forced and with a many-partition
+# split plan), presets, recorded cases, the huge and long cases, and the
+# four compute-sanitizer tools over the whole covering suite. Everything runs
+# at once (the GPU and 16 cores have room); the sanitizers are the long poles.
+do_run() {
+  final=${OUT:-devout}
+  mkdir -p "$final"
+  OUT=$(mktemp -d /tmp/devcheck.XXXX)
+  : >"$OUT/steps.txt"
+  unpack
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv >"$OUT/device.txt" 2>&1
   ldd "$BIN/pagecheck" | grep -i "not found" >>"$OUT/device.txt"
-  local all="reference,direct,split,auto,prefill,fmha"
+  local all="reference,direct,split,auto,prefill,fmha" gpu="direct,split,auto,prefill,fmha"
+  local limit=${STEP_LIMIT:-480}
   local presets=()
   for p in $(pagecheck run --list-presets 2>/dev/null | awk '{print $1}'); do presets+=(--preset "$p"); done
-  local sanitize_decode=(run --name san-decode --seqs 3 --q-heads 8 --kv-heads 2 --head-dim 128 --block-size 16
-                         --seq-lens 17,300,1100 --mode decode --paths direct,split,auto,prefill --no-timing
-                         --plan split:256:256)
-  local sanitize_mixed=(run --name san-mixed --seqs 3 --q-heads 8 --kv-heads 2 --head-dim 128 --block-size 7
-                        --seq-lens 54,97,300 --mode mixed --q-len-min 2 --q-len-max 40 --paths prefill,fmha --no-timing)
+  pagecheck run --list-suite >"$OUT/suite-list.txt" 2>&1
 
-  # A. correctness, in parallel.
-  step gpu_test_core 120 test_gpu_core &
-  step gpu_test_decode 120 test_gpu_decode &
-  step gpu_test_prefill 120 test_gpu_prefill &
-  step gpu_test_prefill_mma 120 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
-  step suite 120 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
-  step presets 120 pagecheck run "${presets[@]}" --paths "$all" --no-timing --json "$OUT/presets.json" &
+  # The sanitizers: plain cudaMalloc allocations (the harness has no pool
+  # allocator), every kernel of every path on every covering case.
+  # memcheck keeps the harness checks (graph capture and replay, repeats);
+  # the others run each path once per case.
+  for tool in memcheck racecheck initcheck synccheck; do
+    local extra=(--no-checks)
+    [ "$tool" = memcheck ] && extra=()
+    step "san_$tool" "$limit" compute-sanitizer --tool "$tool" --error-exitcode 9 --print-limit 20 \
+      pagecheck run --paths "$gpu" --no-timing "${extra[@]}" -q --json "$OUT/san_$tool.json" &
+  done
+  step gpu_test_core 200 test_gpu_core &
+  step gpu_test_decode 200 test_gpu_decode &
+  step gpu_test_prefill 200 test_gpu_prefill &
+  step gpu_test_prefill_mma 200 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
+  step suite 300 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
+  step suite_mma 300 env PAGECHECK_ATTN_KERNEL=mma pagecheck run --paths reference,prefill,fmha --no-timing \
+    --json "$OUT/suite_mma.json" &
+  step suite_split64 300 pagecheck run --paths reference,split,auto --plan split:64:100 --no-timing \
+    --json "$OUT/suite_split64.json" &
+  step presets 300 pagecheck run "${presets[@]}" --paths "$all" --no-timing --json "$OUT/presets.json" &
   step recorded 120 pagecheck replay data/*.safetensors --paths "$all" --no-timing --json "$OUT/recorded.json" &
-  step memcheck_decode 120 compute-sanitizer --tool memcheck --error-exitcode 9 pagecheck "${sanitize_decode[@]}" &
-  step memcheck_mixed 120 compute-sanitizer --tool memcheck --error-exitcode 9 pagecheck "${sanitize_mixed[@]}" &
-  step racecheck_decode 120 compute-sanitizer --tool racecheck --error-exitcode 9 pagecheck "${sanitize_decode[@]}" &
-  step racecheck_mixed 120 compute-sanitizer --tool racecheck --error-exitcode 9 pagecheck "${sanitize_mixed[@]}" &
   wait
+  # The suite's model of which path takes which case, against what ran.
+  step suite_model 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite.json"
+  step suite_model_mma 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite_mma.json" --mma
+  # Host memory: each huge case holds ~10 GB of cache on the host and the
+  # GPU; two at a time.
+  step huge_decode "$limit" pagecheck run --name huge-decode "${huge[@]}" --paths "$all" --json "$OUT/huge_decode.json" &
+  step huge_mixed "$limit" pagecheck run --name huge-mixed-hnd "${huge[@]}" --layout HND --mode mixed \
+    --q-len-min 2 --q-len-max 64 --paths reference,prefill,fmha --json "$OUT/huge_mixed.json" &
+  step long_decode "$limit" pagecheck run --name long-32k-decode --seqs 2 --seq-len 32768 --q-heads 32 --kv-heads 8 \
+    --head-dim 128 --mode decode --paths reference,direct,split,auto --no-timing --json "$OUT/long_decode.json" &
+  step long_prefill "$limit" pagecheck run --name long-8k-prefill --seqs 1 --seq-len 8192 --q-heads 8 --kv-heads 4 \
+    --head-dim 128 --mode prefill --paths reference,prefill,fmha --no-timing --json "$OUT/long_prefill.json" &
+  wait
+  finish steps
+}
 
-  # B. timing, one at a time.
+# Timing, one at a time: `pagecheck bench` (issue 3 and 4 shapes),
+# scripts/bench_torch.py (PyTorch SDPA on the same shapes), `pagecheck tune`,
+# then `bench --shapes decode --paths auto` with the tuning file, and the
+# prefill shapes again with the portable prefill/FMHA kernel.
+do_bench() {
+  final=${OUT:-devout}
+  mkdir -p "$final"
+  OUT=$(mktemp -d /tmp/devcheck.XXXX)
+  : >"$OUT/steps.txt"
+  unpack
   step bench 100 pagecheck bench --shapes all --json "$OUT/bench.json"
   step torch 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py
   step bench_mma 40 env PAGECHECK_ATTN_KERNEL=mma pagecheck bench --shapes prefill --paths prefill,fmha \
@@ -100,21 +159,14 @@ do_run() {
   step tune 45 pagecheck tune -o "$OUT/tuning.json"
   step bench_tuned 40 pagecheck bench --shapes decode --paths direct,split,auto --tuning "$OUT/tuning.json" \
     --json "$OUT/bench_tuned.json"
-
-  tar czf "$final/devcheck.tgz" -C "$OUT" .
-  cp "$OUT/steps.txt" "$OUT/bench.log" "$OUT/torch.log" "$OUT/tune.log" "$OUT/bench_tuned.log" "$final/" 2>/dev/null
   for f in bench bench_mma torch tune bench_tuned; do echo "== $f"; tail -c 2000 "$OUT/$f.log"; done
-  echo "== summaries"
-  for f in "$OUT"/*.log; do
-    echo "-- $(basename "$f"): $(grep -E "test cases:|assertions:|summary|ERROR SUMMARY|RACECHECK SUMMARY|SKIPPED" "$f" | tail -2 | tr '\n' ' ')"
-  done
-  echo "== steps"
-  cat "$OUT/steps.txt"
+  finish bench torch tune bench_tuned
 }
 
 case "$mode" in
   build) do_build ;;
   run) do_run ;;
+  bench) do_bench ;;
   all) do_build && do_run ;;
-  *) echo "usage: $0 build [ARCHS] | run | all" >&2; exit 2 ;;
+  *) echo "usage: $0 build [ARCHS] | run | bench | all" >&2; exit 2 ;;
 esac

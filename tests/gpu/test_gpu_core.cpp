@@ -4,6 +4,7 @@
 // and presets through every path that applies.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "cuda_resources.cuh"
 #include "gpu_test_util.hpp"
 #include "harness.cuh"
+#include "pagecheck/suite.hpp"
 
 using namespace pagecheck;
 using namespace pagecheck::gpu;
@@ -293,5 +295,23 @@ TEST_CASE("the default suite and presets pass through every path that applies") 
     for (const auto& name : gpu_path_names())
       if (gpu_registry().find(name)->applies(*c).applies) paths.push_back(name);
     check_paths(*c, describe_spec(spec), paths);
+  }
+}
+
+// The suite's path families (suite.hpp) are a model of the kernels'
+// applicability; the covering property means something only if the model
+// is right: each GPU path applies exactly to the cases of its families.
+TEST_CASE("the suite's path families agree with every GPU path's applicability") {
+  for (const auto& sc : default_suite_cases()) {
+    auto c = generate_case(sc.spec);
+    REQUIRE_MESSAGE(c.ok(), sc.spec.name);
+    for (const auto& name : gpu_path_names()) {
+      bool modelled = false;
+      for (const auto& t : suite_targets())
+        if (std::find(t.paths.begin(), t.paths.end(), name) != t.paths.end() && t.accepts(sc.row)) modelled = true;
+      const Applicability real = gpu_registry().find(name)->applies(*c);
+      CHECK_MESSAGE(real.applies == modelled, sc.spec.name, " path ", name, ": the suite says ",
+                    modelled ? "applies" : "does not apply", ", the path says ", real.applies ? "applies" : real.reason);
+    }
   }
 }

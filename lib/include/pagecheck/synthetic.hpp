@@ -87,8 +87,8 @@ Status check_synthetic_spec(const SyntheticSpec& spec);
 std::vector<std::string> preset_names();
 Expected<SyntheticSpec> preset(const std::string& name);
 
-// The default suite of boundary cases (lengths 1, block±1, partition±1, odd
-// block sizes, long contexts, mixed prefill and decode, every dtype).
+// The default suite's specs (suite.hpp: a pairwise covering array over the
+// feature axes per GPU path family, plus a few fixed cases).
 std::vector<SyntheticSpec> default_suite();
 
 // Records the generator settings of `spec` as metadata strings: "seed",

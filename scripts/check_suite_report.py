@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Checks a device run of the covering suite against the suite's own model.
+
+usage: check_suite_report.py SUITE_LIST REPORT_JSON [--mma]
+
+SUITE_LIST is `pagecheck run --list-suite` output, REPORT_JSON the `--json`
+report of `pagecheck run --paths reference,direct,split,auto,prefill,fmha`
+over the default suite. Checks, per case:
+  - every path of each family (target) that takes the case ran and passed,
+    and every other GPU path was n/a (a path that silently does not apply
+    would leave its family's pairs uncovered);
+  - on a compute capability 9.0 device (some plan names the wgmma kernel),
+    the prefill path ran the wgmma kernel exactly on the cases of the
+    prefill-wgmma family, and fmha on all of its cases (unless --mma: then
+    no case ran it).
+Exit 0 when all hold, 1 otherwise, printing each violation.
+"""
+import json
+import sys
+
+FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "prefill": {"prefill"}, "prefill-wgmma": {"prefill"},
+                "fmha": {"fmha"}}
+GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
+
+
+def read_list(path):
+    families = {}
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2 and all(t in FAMILY_PATHS for t in parts[1].split(",")):
+                families[parts[0]] = set(parts[1].split(","))
+    return families
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__)
+        return 2
+    mma = "--mma" in argv[3:]
+    families = read_list(argv[1])
+    with open(argv[2]) as f:
+        report = json.load(f)
+    problems = []
+    cases = {c["name"]: c for c in report["cases"]}
+    missing = sorted(set(families) - set(cases))
+    if missing:
+        problems.append(f"cases of the suite missing from the report: {', '.join(missing)}")
+    hopper = any("wgmma" in (p.get("plan") or "") for c in report["cases"] for p in c["paths"])
+    for name, fam in families.items():
+        case = cases.get(name)
+        if case is None:
+            continue
+        expected = set().union(*(FAMILY_PATHS[t] for t in fam))
+        for p in case["paths"]:
+            path, status = p["path"], p["status"]
+            if path not in GPU_PATHS:
+                continue
+            if path in expected and status != "pass":
+                problems.append(f"{name}: {path} is {status} ({p.get('reason', '')}), its family takes the case")
+            if path not in expected and status != "n/a":
+                problems.append(f"{name}: {path} is {status}, no family of it takes the case")
+            if hopper and path == "prefill" and status == "pass":
+                wgmma = "wgmma" in (p.get("plan") or "")
+                want = "prefill-wgmma" in fam and not mma
+                if wgmma != want:
+                    problems.append(f"{name}: prefill ran {'wgmma' if wgmma else 'mma.sync'}, expected "
+                                    f"{'wgmma' if want else 'mma.sync'}")
+            if hopper and path == "fmha" and status == "pass" and ("wgmma" in (p.get("plan") or "")) == mma:
+                problems.append(f"{name}: fmha plan '{p.get('plan')}' with --mma={mma}")
+    for line in problems:
+        print("check_suite_report:", line)
+    print(f"check_suite_report: {len(families)} suite cases, {len(problems)} problems"
+          f"{' (compute capability 9.0: kernel choice checked)' if hopper else ''}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
