@@ -64,6 +64,18 @@ Status poison_output(const DeviceCase& d, cudaStream_t stream) {
   return fill_pattern_u32(d.lse.get(), d.lse_elements(), kPoisonF32, stream);
 }
 
+// The path's workspace (split partials, fmha's contiguous K/V) is filled
+// with 0xFF bytes, a NaN in F32, F16 and BF16, before every run: a kernel
+// that reads a slot no stage of this run wrote (a skipped store, a stale
+// partial of an earlier run) then makes NaN instead of a plausible stale
+// value. Every path's kernels write what they later read within one run
+// (launchers.cuh), so a correct path never sees these bytes.
+Status poison_workspace(const PreparedPath& p, cudaStream_t stream) {
+  for (const auto& buffer : p.workspace)
+    if (!buffer.empty()) CUDA_TRY(cudaMemsetAsync(buffer.get(), 0xFF, buffer.bytes(), stream));
+  return {};
+}
+
 std::int64_t count_poison(DType dtype, const std::vector<std::byte>& raw, std::int64_t count) {
   std::int64_t poisoned = 0;
   if (dtype == DType::F32) {
@@ -116,6 +128,7 @@ Status launch_stages(const PreparedPath& p, cudaStream_t stream) {
 
 Expected<Snapshot> eager_run(const DeviceCase& d, const PreparedPath& p, cudaStream_t stream) {
   PC_TRY(poison_output(d, stream));
+  PC_TRY(poison_workspace(p, stream));
   PC_TRY(launch_stages(p, stream));
   CUDA_TRY(cudaStreamSynchronize(stream));
   return read_back(d, stream);
@@ -164,8 +177,30 @@ struct GraphCheckResult {
   std::vector<std::string> done;  // what each round changed, for the notes
 };
 
+// Whether sequence `s`'s output rows and LSE differ between two snapshots.
+bool sequence_differs(const DeviceCase& d, const Snapshot& a, const Snapshot& b, std::size_t s) {
+  const std::int64_t first = d.host_query_start_loc[s], last = d.host_query_start_loc[s + 1];
+  const std::size_t out_row = static_cast<std::size_t>(d.view.q_heads * d.view.kv.v_head_dim) *
+                              dtype_size(d.view.output_dtype);
+  const std::size_t lse_row = static_cast<std::size_t>(d.view.q_heads) * 4;
+  const auto differ = [](const std::vector<std::byte>& x, const std::vector<std::byte>& y, std::size_t from,
+                         std::size_t to) {
+    return to > from && to <= x.size() && to <= y.size() && std::memcmp(x.data() + from, y.data() + from, to - from) != 0;
+  };
+  return differ(a.output, b.output, first * out_row, last * out_row) ||
+         differ(a.lse, b.lse, first * lse_row, last * lse_row);
+}
+
+// `before`: the first eager run, on the case as uploaded. Besides replay ==
+// eager, round 1 asks that the new lengths reach the kernels at all: the
+// last key of the first sequence that grew (a key only the new length
+// makes visible, and the query at the last position always sees it) is set
+// to NaN for that round, so a path that reads the new length must give that
+// sequence a NaN, i.e. another output than before. A path that keeps reading
+// the lengths of upload time (a copy the table update never reaches)
+// replays and runs eagerly alike, and would pass replay == eager.
 Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, const GraphExec& exec,
-                                       cudaStream_t stream) {
+                                       const Snapshot& before, cudaStream_t stream) {
   GraphCheckResult result;
   const auto original_indices = d.host_page_indices;
   const auto original_lens = d.host_seq_lens;
@@ -222,9 +257,38 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
       d.host_page_indices[entry] = static_cast<std::int32_t>(d.spare_page);
       change += fmt::format(", page {} of seq {} moved to free page {}", from, longest, d.spare_page);
     }
+    // Round 1's NaN key: key (new length - 1) of the first sequence that grew,
+    // every KV head; its bytes are saved and put back after the round.
+    std::int64_t nan_seq = -1;
+    DeviceBuffer saved_key;
+    std::vector<std::int64_t> nan_offsets;  // element offsets of the key's head rows
+    const std::size_t head_bytes = static_cast<std::size_t>(d.view.kv.head_dim) * dtype_size(d.view.kv_dtype);
+    if (round == 0) {
+      for (std::size_t s = 0; s < original_lens.size() && nan_seq < 0; ++s)
+        if (d.host_seq_lens[s] > original_lens[s]) nan_seq = static_cast<std::int64_t>(s);
+    }
+    if (nan_seq >= 0) {
+      const std::int64_t token = d.host_seq_lens[static_cast<std::size_t>(nan_seq)] - 1;
+      const std::int64_t page =
+          d.host_page_indices[static_cast<std::size_t>(d.host_page_indptr[static_cast<std::size_t>(nan_seq)] + token / bs)];
+      const CacheStrides& st = d.view.kv.key_strides;
+      auto scratch = device_alloc(head_bytes * static_cast<std::size_t>(d.view.kv.kv_heads));
+      if (!scratch) return scratch.error();
+      saved_key = std::move(*scratch);
+      for (std::int64_t h = 0; h < d.view.kv.kv_heads; ++h) {
+        const std::int64_t offset = page * st.block + (token % bs) * st.slot + h * st.head;
+        std::byte* const row = key + offset * static_cast<std::int64_t>(dtype_size(d.view.kv_dtype));
+        CUDA_TRY(cudaMemcpyAsync(saved_key.as<std::byte>() + h * head_bytes, row, head_bytes, cudaMemcpyDeviceToDevice,
+                                 stream));
+        CUDA_TRY(cudaMemsetAsync(row, 0xFF, head_bytes, stream));
+        nan_offsets.push_back(offset);
+      }
+      change += fmt::format(", key {} of seq {} set to NaN", token, nan_seq);
+    }
     PC_TRY(d.upload_table(stream));
 
     PC_TRY(poison_output(d, stream));
+    PC_TRY(poison_workspace(p, stream));
     CUDA_TRY(cudaGraphLaunch(exec.get(), stream));
     CUDA_TRY(cudaStreamSynchronize(stream));
     auto replay = read_back(d, stream);
@@ -241,6 +305,18 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
     if (unwritten > 0)
       result.failures.push_back(
           fmt::format("after changing the table ({}): {} output elements unwritten", change, unwritten));
+    if (nan_seq >= 0) {
+      if (!sequence_differs(d, before, *eager, static_cast<std::size_t>(nan_seq)))
+        result.failures.push_back(fmt::format(
+            "the changed lengths did not reach the kernels ({}): seq {} gave the same output and LSE as before, "
+            "though its new last key is NaN",
+            change, nan_seq));
+      for (std::size_t h = 0; h < nan_offsets.size(); ++h)
+        CUDA_TRY(cudaMemcpyAsync(key + nan_offsets[h] * static_cast<std::int64_t>(dtype_size(d.view.kv_dtype)),
+                                 saved_key.as<std::byte>() + h * head_bytes, head_bytes, cudaMemcpyDeviceToDevice,
+                                 stream));
+      CUDA_TRY(cudaStreamSynchronize(stream));
+    }
     result.done.push_back(change);
     if (moved_from >= 0) {
       // Put the moved page back where it was and the free page's bytes back.
@@ -425,7 +501,7 @@ Expected<PathRun> run_gpu_path(GpuPath& path, const Case& c, const RunOptions& o
     auto captured = capture(p, stream.get());
     if (!captured) return captured.error();
     exec = std::move(*captured);
-    auto checked = graph_check(d, p, exec, stream.get());
+    auto checked = graph_check(d, p, exec, *first, stream.get());
     if (!checked) return checked.error();
     for (auto& f : checked->failures) run.check_failures.push_back(std::move(f));
     std::string done;

@@ -1,12 +1,16 @@
 // The path harness: a GPU path is an applicability rule plus a list of
 // stages, each a launch closure with its byte and FLOP model. The harness
 // runs any such path through the same checks and timing:
-//   1. poison output and LSE with a NaN bit pattern, run, count unwritten;
+//   1. poison output and LSE with a NaN bit pattern (and the workspace with
+//      NaN bytes), run, count unwritten;
 //   2. run again, compare bitwise (a moving result is a race);
 //   3. capture the stages into a CUDA graph at the case's capacity, change
 //      the table and lengths in place (shorter and longer contexts, a page
 //      moved to a free page), replay, compare bitwise with an eager run on
-//      the same changed inputs; restore the table and lengths;
+//      the same changed inputs; in round 1 the new last key of a sequence
+//      that grew is NaN, and that sequence must give another output than
+//      before (the new lengths reached the kernels); restore the table,
+//      lengths and keys;
 //   4. time: warm-up, repeats between CUDA events with L2 flushed before each
 //      (unless hot), per stage and in total; then the graph replay.
 // docs/gpu-paths.md describes the checks and the timing model.

@@ -94,7 +94,16 @@ bool has_failure(const PathRun& run, const std::string& fragment) {
 
 TEST_CASE("harness: a path that writes everything deterministically passes every check") {
   const Case c = small_case();
-  MemsetPath path("writes-all", [](const DeviceCase& d) { return std::pair<int, std::size_t>{0, d.output.bytes()}; });
+  // Zeros, and each (decode) sequence's length, read from the device, at the
+  // start of its LSE row: the graph check asks that a sequence whose length
+  // grew gives another output or LSE than before.
+  LambdaPath path("writes-all", [](const DeviceCase& d, cudaStream_t s) -> Status {
+    CUDA_TRY(cudaMemsetAsync(d.output.get(), 0, d.output.bytes(), s));
+    CUDA_TRY(cudaMemsetAsync(d.lse.get(), 0, d.lse.bytes(), s));
+    CUDA_TRY(cudaMemcpy2DAsync(d.lse.get(), static_cast<std::size_t>(d.view.q_heads) * 4, d.seq_lens.get(), 4, 4,
+                               static_cast<std::size_t>(d.view.kv.num_seqs), cudaMemcpyDeviceToDevice, s));
+    return {};
+  });
   auto run = path.run(c, correctness_options());
   REQUIRE(run.ok());
   CHECK(run->unwritten == 0);
