@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""Writes scripts/mutants/NN-name.patch from the table below: each mutant is
+one (file, old text, new text) edit of HEAD, old text occurring exactly once.
+Run from the repository root after a kernel change moved the text, then check
+the patches with scripts/mutants/build.sh. MUTANTS.md explains each one."""
+import difflib
+import pathlib
+import subprocess
+import sys
+
+M = []  # (name, header, [(path, old, new), ...])
+EXTRA = {  # the run.sh step a mutant needs beyond the default suite
+    "09-decode-missing-barrier": "racecheck",
+    "17-sm90-32bit-offsets": "huge",
+}
+# What each mutant should break and which check should see it.
+EXPECT = {
+    "01": ("direct, auto", "output vs reference: a decode case whose sliding window is shorter than the context"),
+    "02": ("direct, split, auto", "output vs reference: a decode case over an FP8 cache with k_scale != 1"),
+    "03": ("direct, split, auto", "output vs reference (NaN from poisoned slots): a decode case with block size 7"),
+    "04": ("direct, auto", "LSE vs reference: any decode case"),
+    "05": ("split, auto", "output vs reference: a context of 2+ partitions"),
+    "06": ("split, auto", "output NaN: a decode case whose window leaves whole split partitions empty"),
+    "07": ("split, auto", "output NaN once the harness poisons the workspace (stale partials otherwise)"),
+    "08": ("auto", "unwritten: a decode sequence of exactly threshold tokens under a split plan"),
+    "09": ("direct, split, auto", "racecheck hazards (extra step); maybe repeatability or output"),
+    "10": ("prefill (mma.sync: head dims 64/192/256 on the H200)", "output vs reference: causal prefill rows"),
+    "11": ("prefill (mma.sync)", "output vs reference: any context past one page"),
+    "12": ("prefill (F32 cache: CUDA-core kernel)", "output vs reference: a windowed case over an F32 cache"),
+    "13": ("prefill, fmha (wgmma: head dim 128)", "output vs reference: a softcap case at head dim 128"),
+    "14": ("prefill, fmha (wgmma)", "output vs reference: head dim 128, GQA with 2+ KV heads"),
+    "15": ("prefill, fmha (wgmma)", "output NaN (P = 0 times a poisoned slot): head dim 128"),
+    "16": ("prefill (wgmma)", "output vs reference: an F8_E5M2 cache at head dim 128"),
+    "17": ("prefill (wgmma)", "output vs reference on the huge case (> 2^31 elements; extra step)"),
+    "18": ("fmha", "output vs reference (NaN once the harness poisons the workspace)"),
+    "19": ("direct, split, auto, prefill, fmha", "graph check: changed lengths must change the output (new check)"),
+}
+
+
+def mutant(name, header, *edits):
+    M.append((name, header, list(edits)))
+
+
+# ---- direct (decode_direct.cu) ------------------------------------------------
+mutant("01-direct-window-off-by-one",
+       "window off by one: the direct kernel's window starts one key early (window + 1 keys)",
+       ("kernels/src/decode_direct.cu",
+        "window_begin(seq_len, p.window), seq_len, smem);",
+        "window_begin(seq_len, p.window + 1), seq_len, smem);"))
+mutant("02-decode-dropped-k-scale",
+       "dropped scale: the decode q multiplier forgets k_scale (direct, split, auto over FP8 caches)",
+       ("kernels/src/decode_direct.cu",
+        "p.q_multiplier = view.scale * view.k_scale * (capped ? 1.0f : kLog2e);",
+        "p.q_multiplier = view.scale * (capped ? 1.0f : kLog2e);"))
+mutant("03-decode-page-npot",
+       "page index wrong for non-power-of-two block sizes: token / block_size as a shift by floor(log2 block_size)",
+       ("kernels/src/decode_direct.cu",
+        "  make_fast_divisor(static_cast<std::uint32_t>(kv.block_size), p.block_magic, p.block_shift);\n",
+        "  p.block_magic = 0;  // token >> floor(log2 block_size): right for powers of two only\n"
+        "  for (p.block_shift = 0; (2 << p.block_shift) <= kv.block_size; ++p.block_shift) {\n  }\n"))
+mutant("04-direct-lse-base",
+       "LSE base: the direct kernel stores the base-2 LSE (m + log2 l) instead of the natural one",
+       ("kernels/src/decode_direct.cu",
+        "p.lse[row * p.q_heads + q_head] = state_lse(m, l);",
+        "p.lse[row * p.q_heads + q_head] = l > 0.0f ? m + log2f(l) : -INFINITY;"))
+
+# ---- split + merge (decode_split.cu, decode_common.cuh) -------------------------
+mutant("05-split-merge-no-rescale",
+       "merge without rescale: partitions are summed with weight sum_p, without 2^(max_p - max)",
+       ("kernels/src/decode_split.cu",
+        "  for (int j = 0; j < kChunk; ++j) acc += ps[j] * fast_exp2(pm[j] - m_use) * o[j];\n",
+        "  for (int j = 0; j < kChunk; ++j) acc += ps[j] * o[j];\n"),
+       ("kernels/src/decode_split.cu",
+        "    acc += psum[part] * fast_exp2(pmax[part] - m_use) * out[static_cast<std::int64_t>(part) * DV];\n",
+        "    acc += psum[part] * out[static_cast<std::int64_t>(part) * DV];\n"),
+       ("kernels/src/decode_split.cu",
+        "  for (int w = 0; w < warps; ++w) total += reduce_l[w] * fast_exp2(reduce_m[w] - m_use);\n",
+        "  for (int w = 0; w < warps; ++w) total += reduce_l[w];\n"))
+mutant("06-split-empty-partition-nan",
+       "NaN from an empty partition: normalising an empty state divides 0 by 0 (split partitions the window leaves empty)",
+       ("kernels/src/decode_common.cuh",
+        "__device__ __forceinline__ float state_normalize(float acc, float l) { return l > 0.0f ? acc / l : 0.0f; }",
+        "__device__ __forceinline__ float state_normalize(float acc, float l) { return acc / l; }"))
+mutant("07-split-skip-empty-stores",
+       "skipped stores: a split partition with no keys returns without writing its empty state to the workspace",
+       ("kernels/src/decode_split.cu",
+        "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n",
+        "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
+        "  if (end == begin) return;  // nothing to attend\n"))
+mutant("08-auto-threshold-gap",
+       "boundary off by one: auto sends seq_len < threshold to direct and seq_len > threshold to split; seq_len == threshold gets neither",
+       ("kernels/src/decode_split.cu",
+        "  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens, stream));",
+        "  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens - 1, stream));"))
+mutant("09-decode-missing-barrier",
+       "missing barrier: the cross-warp merge writes into the pipeline buffer while other warps may still read it",
+       ("kernels/src/decode_common.cuh",
+        "  // Across warps through shared memory (reusing the drained pipeline).\n  __syncthreads();\n",
+        "  // Across warps through shared memory (reusing the drained pipeline).\n"))
+
+# ---- prefill, mma.sync (prefill_common.cuh) and F32 (prefill.cu) ----------------
+mutant("10-mma-causal-off-by-one",
+       "causal off by one: the mma.sync kernel lets each query row see the key after it",
+       ("kernels/src/prefill_common.cuh",
+        "          const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);  // keys < vis_hi",
+        "          const int vis_hi = min(key_hi, causal ? pos + 2 : key_hi);  // keys < vis_hi"))
+mutant("11-mma-page-edge",
+       "page-edge off by one: the mma.sync kernel looks up the page of key + 1, so the last slot of each page is read from the next page",
+       ("kernels/src/prefill_common.cuh",
+        "    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));",
+        "    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key + 1));"))
+mutant("12-f32-prefill-window-off-by-one",
+       "window off by one: the F32 (CUDA-core) prefill kernel starts the window one key late (window - 1 keys)",
+       ("kernels/src/prefill.cu",
+        "  if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 1));",
+        "  if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 2));"))
+
+# ---- wgmma prefill / fmha (attn_sm90.cu) -----------------------------------------
+mutant("13-sm90-softcap-twice",
+       "softcap scaled twice: the wgmma kernel multiplies capped logits by the logit scale again in the exponent",
+       ("kernels/src/attn_sm90.cu",
+        "  const float exp_scale = has_softcap ? 1.f : p.logit_mul;\n  const std::uint32_t q_wg",
+        "  const float exp_scale = p.logit_mul;\n  const std::uint32_t q_wg"))
+mutant("14-sm90-gqa-mapping",
+       "wrong GQA mapping: the wgmma kernel loads Q of head (row % group) * kv_heads + kv_head (interleaved) but stores grouped",
+       ("kernels/src/attn_sm90.cu",
+        "      const int head = kv_head * group + row % group;\n      const char* src",
+        "      const int head = (row % group) * kv_heads + kv_head;\n      const char* src"))
+mutant("15-sm90-read-past-seq-len",
+       "read past seq_len: the wgmma producer loads key seq_len too (its slot is not zero-filled; P = 0 times NaN)",
+       ("kernels/src/attn_sm90.cu",
+        "        const bool valid = key >= key_lo && key < key_hi;\n        row_offsets[my_key]",
+        "        const bool valid = key >= key_lo && key <= key_hi;\n        row_offsets[my_key]"))
+mutant("16-sm90-e5m2-as-e4m3",
+       "e5m2 decoded with the e4m3 rule: the wgmma producer widens every FP8 cache as E4M3",
+       ("kernels/src/attn_sm90.cu",
+        "        fp8x16_to_bf16<T::KV>(raw[b], lo, hi);",
+        "        fp8x16_to_bf16<KvKind::E4M3>(raw[b], lo, hi);"))
+mutant("17-sm90-32bit-offsets",
+       "32-bit offsets: the wgmma producer forms page * block stride in 32 bits (wraps past 2^31 elements)",
+       ("kernels/src/attn_sm90.cu",
+        "        row_offsets[my_key] = valid ? kv_row_offset<T, false>(p, seq, key, page, kv_head) : -1;\n"
+        "        row_offsets[kBlockN + my_key] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;\n",
+        "        row_offsets[my_key] = valid ? static_cast<std::int32_t>(kv_row_offset<T, false>(p, seq, key, page, kv_head)) : -1;\n"
+        "        row_offsets[kBlockN + my_key] = valid ? static_cast<std::int32_t>(kv_row_offset<T, true>(p, seq, key, page, kv_head)) : -1;\n"))
+
+# ---- gather (fmha.cu) -------------------------------------------------------------
+mutant("18-gather-skip-last-token",
+       "skipped stores: the gather copies seq_len - 1 tokens per sequence; the FMHA reads the last key from stale workspace",
+       ("kernels/src/fmha.cu",
+        "  const std::int64_t chunks = static_cast<std::int64_t>(view.kv.seq_lens[seq]) * kv_heads * kRowChunks;",
+        "  const std::int64_t chunks = static_cast<std::int64_t>(view.kv.seq_lens[seq] - 1) * kv_heads * kRowChunks;"))
+
+# ---- upload / launchers ------------------------------------------------------------
+mutant("19-upload-lengths-snapshot",
+       "lengths baked in at capture: the kernels read a snapshot of seq_lens taken at upload; later length updates never reach them",
+       ("kernels/src/upload.cu",
+        "  v.kv.seq_lens = d.seq_lens.as<std::int32_t>();\n",
+        "  // A private copy of the lengths, made once (a graph input buffer nobody updates).\n"
+        "  static std::vector<DeviceBuffer> snapshots;\n"
+        "  auto snapshot = upload_vector(d.host_seq_lens);\n"
+        "  if (!snapshot) return snapshot.error();\n"
+        "  v.kv.seq_lens = snapshot->as<std::int32_t>();\n"
+        "  snapshots.push_back(std::move(*snapshot));\n"))
+
+
+def main():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    out_dir = root / "scripts" / "mutants"
+    only = set(sys.argv[1:])
+    table = []
+    for name, header, edits in M:
+        if only and name[:2] not in only:
+            continue
+        files = {}
+        for path, old, new in edits:
+            text = files.get(path)
+            if text is None:
+                text = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=root, check=True,
+                                      capture_output=True, text=True).stdout
+                files[path] = text
+                files.setdefault("__orig__" + path, text)
+            count = text.count(old)
+            if count != 1:
+                sys.exit(f"{name}: {path}: the old text occurs {count} times")
+            files[path] = text.replace(old, new)
+        lines = [f"# mutant {name}: {header}\n"]
+        paths, check = EXPECT[name[:2]]
+        lines.append(f"# paths: {paths}\n")
+        lines.append(f"# check: {check}\n")
+        if name in EXTRA:
+            lines.append(f"# extra: {EXTRA[name]}\n")
+        for path in [p for p in files if not p.startswith("__orig__")]:
+            orig = files["__orig__" + path].splitlines(keepends=True)
+            new = files[path].splitlines(keepends=True)
+            diff = list(difflib.unified_diff(orig, new, f"a/{path}", f"b/{path}", n=3))
+            lines.append(f"diff --git a/{path} b/{path}\n")
+            lines.extend(diff)
+        (out_dir / f"{name}.patch").write_text("".join(lines))
+        print(f"wrote {name}.patch")
+        table.append(f"| {name[:2]} | `{name}.patch` | {header} | "
+                     f"{', '.join(sorted({e[0].split('/')[-1] for e in edits}))} | {paths} | {check} | "
+                     f"{EXTRA.get(name, '')} |\n")
+    if not only:
+        md = out_dir / "MUTANTS.md"
+        text = md.read_text()
+        begin, end = "<!-- table: make_patches.py -->\n", "<!-- end of table -->\n"
+        head, _, rest = text.partition(begin)
+        _, _, tail = rest.partition(end)
+        md.write_text(head + begin + "| NN | patch | bug class: fault | file | breaks | should be caught by | extra |\n"
+                      "| --- | --- | --- | --- | --- | --- | --- |\n" + "".join(table) + end + tail)
+
+
+if __name__ == "__main__":
+    main()
