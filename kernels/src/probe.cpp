@@ -1,5 +1,6 @@
 // The device and its ceilings: a device-to-device copy (bytes read + written
-// over time) for bandwidth, a BF16 8192^3 cuBLAS product for matrix rate.
+// over time) and a read-only stream (probe_read.cu) for bandwidth, a BF16
+// 8192^3 cuBLAS product for matrix rate.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cuda_resources.cuh"
+#include "probe_read.cuh"
 #include "upload.cuh"
 #include "pagecheck/gpu.hpp"
 
@@ -73,6 +75,21 @@ Expected<double> measure_copy_gb_per_s(cudaStream_t stream) {
   return 2.0 * static_cast<double>(kBytes) / (*ms * 1e6);
 }
 
+// 2 GiB read once (~40x the H200's L2), nothing written. Median of 10.
+Expected<double> measure_read_gb_per_s(cudaStream_t stream, int multiprocessors) {
+  constexpr std::size_t kBytes = std::size_t{2} << 30;
+  auto src = device_alloc(kBytes);
+  if (!src) return src.error();
+  auto sink = device_alloc(sizeof(unsigned));
+  if (!sink) return sink.error();
+  PC_TRY(fill_random(src->get(), DType::F32, kBytes / 4, 9, stream));
+  auto ms = time_median_ms(stream, 2, 10, [&]() -> Status {
+    return launch_read_only(src->get(), kBytes, sink->as<unsigned>(), multiprocessors, stream);
+  });
+  if (!ms) return ms.error();
+  return static_cast<double>(kBytes) / (*ms * 1e6);
+}
+
 // C = A B, 8192^3, BF16 in and out, F32 accumulation, random inputs.
 Expected<double> measure_matmul_tflop_per_s(cudaStream_t stream) {
   constexpr int kN = 8192;
@@ -130,6 +147,9 @@ Expected<DeviceInfo> probe_device(int index, bool measure_ceilings) {
     auto copy = measure_copy_gb_per_s(stream->get());
     if (!copy) return copy.error();
     info.copy_gb_per_s = *copy;
+    auto read = measure_read_gb_per_s(stream->get(), info.multiprocessors);
+    if (!read) return read.error();
+    info.read_gb_per_s = *read;
     auto matmul = measure_matmul_tflop_per_s(stream->get());
     if (!matmul) return matmul.error();
     info.matmul_tflop_per_s = *matmul;
