@@ -336,3 +336,135 @@ TEST_CASE("the table names every path, its status and reason") {
   CHECK(text.find("warning: page 3 used twice") != std::string::npos);
   CHECK(text.find("\x1b[") == std::string::npos);  // no color when asked for none
 }
+
+namespace {
+
+// What a print function writes, as text.
+template <typename Print>
+std::string printed(Print&& print) {
+  std::FILE* f = std::tmpfile();
+  REQUIRE(f != nullptr);
+  print(f);
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, f)) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the table puts a case's skipped paths on one line, without the reason said once") {
+  auto r = one_case({path("reference", PathStatus::Pass), path("direct", PathStatus::Skipped, "built without CUDA"),
+                     path("split", PathStatus::Skipped, "built without CUDA"),
+                     path("fmha", PathStatus::NotApplicable, "head_dim 96 is not built")});
+  const std::string said = printed([&](std::FILE* f) { print_case(f, r.cases.front(), {}, false, "built without CUDA"); });
+  CHECK(count_of(said, "skipped") == 1);
+  CHECK(said.find("direct, split") != std::string::npos);
+  CHECK(said.find("built without CUDA") == std::string::npos);
+  CHECK(said.find("head_dim 96 is not built") != std::string::npos);  // n/a keeps its row and reason
+
+  const std::string unsaid = printed([&](std::FILE* f) { print_case(f, r.cases.front(), {}, false); });
+  CHECK(count_of(unsaid, "built without CUDA") == 1);
+  CHECK(unsaid.find("direct, split (built without CUDA)") != std::string::npos);
+
+  // Only skipped paths: no column header for rows that are not there.
+  auto only = one_case({path("split", PathStatus::Skipped, "no CUDA device")});
+  const std::string lone = printed([&](std::FILE* f) { print_case(f, only.cases.front(), {}, false, "no CUDA device"); });
+  CHECK(lone.find("median ms") == std::string::npos);
+  CHECK(lone.find("split") != std::string::npos);
+}
+
+TEST_CASE("the failure list names every failing case and path with its reason") {
+  PathReport d = path("direct", PathStatus::Fail, "output: 3 of 1024 elements beyond atol");
+  d.error = stats(0.5, 0.1, 3);
+  auto r = one_case({path("reference", PathStatus::Pass), d, path("split", PathStatus::Error, "cudaErrorIllegalAddress"),
+                     path("auto", PathStatus::Skipped, "no CUDA device")});
+  CaseReport bad;
+  bad.name = "case-b";
+  bad.errors = {"seq_lens[2] = 0 < q_len 1"};
+  r.cases.push_back(bad);
+  CaseReport fine;
+  fine.name = "case-c";
+  fine.paths = {path("reference", PathStatus::Pass)};
+  r.cases.push_back(fine);
+
+  std::string text = printed([&](std::FILE* f) { print_failures(f, r); });
+  CHECK(text.find("failed (2 of 3 cases)") != std::string::npos);
+  CHECK(text.find("case-a: direct: fail: output: 3 of 1024 elements beyond atol") != std::string::npos);
+  CHECK(text.find("case-a: split: error: cudaErrorIllegalAddress") != std::string::npos);
+  CHECK(text.find("case-b: invalid: seq_lens[2] = 0 < q_len 1") != std::string::npos);
+  CHECK(text.find("case-c") == std::string::npos);
+  CHECK(text.find("auto") == std::string::npos);  // skipped does not fail a run
+
+  // Under fail_on_skip the skipped path is listed, and paths with the same
+  // reason share a line.
+  r.cases.front().paths.push_back(path("fmha", PathStatus::Skipped, "no CUDA device"));
+  r.fail_on_skip = true;
+  text = printed([&](std::FILE* f) { print_failures(f, r); });
+  CHECK(text.find("case-a: auto, fmha: skipped (--fail-on-skip): no CUDA device") != std::string::npos);
+
+  // Nothing failed: nothing printed.
+  CHECK(printed([&](std::FILE* f) { print_failures(f, one_case({path("reference", PathStatus::Pass)})); }).empty());
+  // print_table ends with the list.
+  CHECK(printed([&](std::FILE* f) { print_table(f, r, false); }).find("failed (") != std::string::npos);
+}
+
+TEST_CASE("fail_on_skip: skipped and n/a paths fail the run (exit 1) in every report") {
+  auto r = one_case({path("reference", PathStatus::Pass), path("direct", PathStatus::Skipped, "no CUDA device"),
+                     path("fmha", PathStatus::NotApplicable, "head_dim 96")});
+  CHECK(report_exit_code(r) == 0);
+  r.fail_on_skip = true;
+  CHECK(report_exit_code(r) == 1);
+  CHECK(path_fails_run(r.cases.front().paths[1], true));
+  CHECK(!path_fails_run(r.cases.front().paths[1], false));
+  CHECK(!path_fails_run(r.cases.front().paths[0], true));
+  const auto j = to_json(r);
+  CHECK(j["exit_code"] == 1);
+  CHECK(j["fail_on_skip"] == true);
+  const std::string xml = to_junit(r);
+  CHECK(xml.find("failures=\"2\"") != std::string::npos);
+  CHECK(xml.find("skipped=\"0\"") != std::string::npos);
+  CHECK(xml.find("<failure message=\"skipped (--fail-on-skip): no CUDA device\"") != std::string::npos);
+  std::string why;
+  CHECK_MESSAGE(xml_well_formed(xml, why), why);
+  // A pass-only run is unaffected.
+  auto clean = one_case({path("reference", PathStatus::Pass)});
+  clean.fail_on_skip = true;
+  CHECK(report_exit_code(clean) == 0);
+}
+
+TEST_CASE("a run that could not run carries its reason in every report, exit 4") {
+  RunReport r;
+  r.tool_version = "0.1.0";
+  r.command_line = "pagecheck bench";
+  r.errors = {"this build has no GPU paths (built without CUDA): nothing to benchmark"};
+  CHECK(report_exit_code(r) == 4);
+  const auto j = to_json(r);
+  CHECK(j["exit_code"] == 4);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(j["errors"][0] == r.errors.front());
+  CHECK(j["cases"].empty());
+  CHECK(to_json(one_case({}))["errors"].empty());  // present, and empty, in a normal run
+
+  const auto rows = lines(to_csv(r));
+  REQUIRE(rows.size() == 2);
+  const auto cells = csv_cells(rows[1]);
+  CHECK(cells[2] == "error");
+  CHECK(cells[3] == r.errors.front());
+
+  const std::string xml = to_junit(r);
+  std::string why;
+  CHECK_MESSAGE(xml_well_formed(xml, why), why);
+  CHECK(xml.find("errors=\"1\"") != std::string::npos);
+  CHECK(xml.find("built without CUDA") != std::string::npos);
+  CHECK(printed([&](std::FILE* f) { print_failures(f, r); }).find("not run: this build has no GPU paths") !=
+        std::string::npos);
+}

@@ -25,15 +25,27 @@ std::string_view status_name(PathStatus status) {
   return "unknown";
 }
 
+bool path_fails_run(const PathReport& p, bool fail_on_skip) {
+  switch (p.status) {
+    case PathStatus::Fail:
+    case PathStatus::Error: return true;
+    case PathStatus::Skipped:
+    case PathStatus::NotApplicable: return fail_on_skip;
+    case PathStatus::Pass: return false;
+  }
+  return false;
+}
+
 int report_exit_code(const RunReport& report) {
   // The most severe outcome wins: a runtime error (4) over an invalid case
-  // (3) over a failed path (1). Skipped and n/a never fail a run.
-  int code = exit_code::kPass;
+  // (3) over a failed path (1). Skipped and n/a never fail a run, unless
+  // --fail-on-skip makes them failures (1).
+  int code = report.errors.empty() ? exit_code::kPass : exit_code::kRuntime;
   for (const auto& c : report.cases) {
     if (!c.errors.empty()) code = std::max(code, exit_code::kInvalidInput);
     for (const auto& p : c.paths) {
       if (p.status == PathStatus::Error) code = std::max(code, exit_code::kRuntime);
-      if (p.status == PathStatus::Fail) code = std::max(code, exit_code::kFail);
+      else if (path_fails_run(p, report.fail_on_skip)) code = std::max(code, exit_code::kFail);
     }
   }
   return code;
@@ -328,7 +340,8 @@ void print_device(std::FILE* out, const DeviceInfo& d) {
              d.multiprocessors, d.copy_gb_per_s, d.matmul_tflop_per_s);
 }
 
-void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color) {
+void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color,
+                std::string_view said_once) {
   const char* bold = color ? "\x1b[1m" : "";
   const char* reset = color ? "\x1b[0m" : "";
   fmt::print(out, "\n{}{}{}{}{}\n", bold, c.name, reset, c.description.empty() ? "" : "  ", c.description);
@@ -336,9 +349,65 @@ void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceI
   for (const auto& w : c.warnings) fmt::print(out, "  warning: {}\n", w);
   for (const auto& e : c.errors) fmt::print(out, "  {}invalid{}: {}\n", color ? "\x1b[31;1m" : "", reset, e);
   if (c.paths.empty()) return;
-  fmt::print(out, "  {:<10} {:<8} {:>9} {:>9} {:>7} {:>7} {:>6} {:<18} {:>10}  {}\n", "path", "status", "max abs",
-             "rel L2", "mismat", "nonfin", "unwr", "worst (s,t,h,d)", "median ms", "plan");
-  for (const auto& p : c.paths) print_path_row(out, p, device, color);
+
+  // Skipped paths that ran nothing go on one line, grouped by reason: without
+  // a GPU every case would otherwise repeat the same reason once per path.
+  std::vector<const PathReport*> rows;
+  std::vector<std::pair<std::string, std::vector<std::string>>> skipped;  // reason -> paths
+  for (const auto& p : c.paths) {
+    if (p.status != PathStatus::Skipped || !p.timings.empty()) {
+      rows.push_back(&p);
+      continue;
+    }
+    auto group = std::find_if(skipped.begin(), skipped.end(), [&](const auto& g) { return g.first == p.reason; });
+    if (group == skipped.end()) group = skipped.insert(skipped.end(), {p.reason, {}});
+    group->second.push_back(p.path);
+  }
+  if (!rows.empty()) {
+    fmt::print(out, "  {:<10} {:<8} {:>9} {:>9} {:>7} {:>7} {:>6} {:<18} {:>10}  {}\n", "path", "status", "max abs",
+               "rel L2", "mismat", "nonfin", "unwr", "worst (s,t,h,d)", "median ms", "plan");
+    for (const auto* p : rows) print_path_row(out, *p, device, color);
+  }
+  if (!skipped.empty()) {
+    std::string line;
+    for (const auto& [reason, names] : skipped) {
+      if (!line.empty()) line += "; ";
+      line += join(names, ", ");
+      if (!reason.empty() && reason != said_once) line += fmt::format(" ({})", reason);
+    }
+    // In the path column, under the rows: "skipped    direct, split, auto".
+    const std::string label = color ? fmt::format("{}skipped\x1b[0m   ", status_color(PathStatus::Skipped))
+                                    : padded("skipped", 10);
+    fmt::print(out, "  {} {}\n", label, line);
+  }
+}
+
+void print_failures(std::FILE* out, const RunReport& report) {
+  std::vector<std::string> lines;
+  for (const auto& e : report.errors) lines.push_back(fmt::format("not run: {}", e));
+  std::int64_t failing_cases = 0;
+  for (const auto& c : report.cases) {
+    bool failing = !c.errors.empty();
+    for (const auto& e : c.errors) lines.push_back(fmt::format("{}: invalid: {}", c.name, e));
+    // Rows failing for the same status and reason share a line.
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;  // "status: reason" -> paths
+    for (const auto& p : c.paths) {
+      if (!path_fails_run(p, report.fail_on_skip)) continue;
+      failing = true;
+      std::string what(status_name(p.status));
+      if (p.status == PathStatus::Skipped || p.status == PathStatus::NotApplicable) what += " (--fail-on-skip)";
+      if (!p.reason.empty()) what += ": " + p.reason;
+      auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == what; });
+      if (group == groups.end()) group = groups.insert(groups.end(), {what, {}});
+      group->second.push_back(p.path);
+    }
+    for (const auto& [what, names] : groups) lines.push_back(fmt::format("{}: {}: {}", c.name, join(names, ", "), what));
+    if (failing) ++failing_cases;
+  }
+  if (lines.empty()) return;
+  fmt::print(out, "\nfailed ({} of {} case{}):\n", failing_cases, report.cases.size(),
+             report.cases.size() == 1 ? "" : "s");
+  for (const auto& line : lines) fmt::print(out, "  {}\n", line);
 }
 
 void print_summary(std::FILE* out, const RunReport& report) {
@@ -353,6 +422,7 @@ void print_table(std::FILE* out, const RunReport& report, bool color) {
   if (report.device) print_device(out, *report.device);
   for (const auto& c : report.cases) print_case(out, c, report.device, color);
   print_summary(out, report);
+  print_failures(out, report);
 }
 
 nlohmann::json to_json(const RunReport& report) {
@@ -375,6 +445,8 @@ nlohmann::json to_json(const RunReport& report) {
                   {"pass", s.pass},     {"fail", s.fail},                   {"error", s.error},
                   {"skipped", s.skipped}, {"n/a", s.not_applicable}};
   j["exit_code"] = report_exit_code(report);
+  j["errors"] = report.errors;
+  j["fail_on_skip"] = report.fail_on_skip;
   j["cases"] = nlohmann::json::array();
   for (const auto& c : report.cases) {
     nlohmann::json jc;
@@ -393,6 +465,12 @@ nlohmann::json to_json(const RunReport& report) {
 namespace {
 
 Status write_text(const std::string& path, const std::string& text, std::string_view what) {
+  if (path == "-") {
+    const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+    if (std::fflush(stdout) != 0 || !written)
+      return runtime_error(fmt::format("writing the {} report to stdout failed", what), "-");
+    return {};
+  }
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return runtime_error(fmt::format("cannot open {} file for writing", what), path);
   f << text;
@@ -420,6 +498,13 @@ std::string to_csv(const RunReport& report) {
       "copy_ceiling_pct", "tflop_per_s", "matmul_ceiling_pct", "plan",         "checks",
       "atol",          "rtol"};
   std::string out = join(header, ",") + "\n";
+  for (const auto& e : report.errors) {
+    // The run did not run: one row that says why.
+    std::vector<std::string> row(header.size());
+    row[2] = "error";
+    row[3] = csv_field(e);
+    out += join(row, ",") + "\n";
+  }
   for (const auto& c : report.cases) {
     if (c.paths.empty() && !c.errors.empty()) {
       // An invalid case: one row that says so, so that it is not lost.
@@ -505,21 +590,29 @@ std::string to_junit(const RunReport& report) {
   for (const auto& c : report.cases)
     for (const auto& p : c.paths)
       if (const StageTiming* t = headline_timing(p)) total_s += t->median_ms * 1e-3;
-  const std::int64_t tests = s.paths + s.invalid_cases;
-  const std::int64_t skipped = s.skipped + s.not_applicable;
-  const std::int64_t errors = s.error + s.invalid_cases;
+  const std::int64_t run_errors = static_cast<std::int64_t>(report.errors.size());
+  const std::int64_t tests = s.paths + s.invalid_cases + run_errors;
+  // Under --fail-on-skip, skipped and n/a paths are failures.
+  const std::int64_t skipped = report.fail_on_skip ? 0 : s.skipped + s.not_applicable;
+  const std::int64_t failures = s.fail + (report.fail_on_skip ? s.skipped + s.not_applicable : 0);
+  const std::int64_t errors = s.error + s.invalid_cases + run_errors;
 
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += fmt::format("<testsuites name=\"pagecheck\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\">\n", tests,
-                     s.fail, errors, skipped);
+                     failures, errors, skipped);
   out += fmt::format(
       "  <testsuite name=\"pagecheck\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.6f}\">\n",
-      tests, s.fail, errors, skipped, total_s);
+      tests, failures, errors, skipped, total_s);
   out += "    <properties>\n";
   out += fmt::format("      <property name=\"version\" value=\"{}\"/>\n", xml_escape(report.tool_version));
   out += fmt::format("      <property name=\"command\" value=\"{}\"/>\n", xml_escape(report.command_line));
   if (report.device) out += fmt::format("      <property name=\"device\" value=\"{}\"/>\n", xml_escape(report.device->name));
   out += "    </properties>\n";
+  for (const auto& e : report.errors) {
+    out += "    <testcase classname=\"pagecheck\" name=\"run\" time=\"0\">\n";
+    out += fmt::format("      <error message=\"{}\" type=\"runtime\">{}</error>\n", xml_escape(e), xml_escape(e));
+    out += "    </testcase>\n";
+  }
   for (const auto& c : report.cases) {
     const std::string classname = xml_escape("pagecheck." + c.name);
     if (!c.errors.empty()) {
@@ -559,7 +652,11 @@ std::string to_junit(const RunReport& report) {
           break;
         case PathStatus::Skipped:
         case PathStatus::NotApplicable:
-          out += fmt::format(">\n      <skipped message=\"{}: {}\"/>\n", status_name(p.status), xml_escape(p.reason));
+          if (report.fail_on_skip)
+            out += fmt::format(">\n      <failure message=\"{} (--fail-on-skip): {}\" type=\"skipped\"/>\n",
+                               status_name(p.status), xml_escape(p.reason));
+          else
+            out += fmt::format(">\n      <skipped message=\"{}: {}\"/>\n", status_name(p.status), xml_escape(p.reason));
           break;
       }
       out += "    </testcase>\n";

@@ -57,11 +57,21 @@ struct RunReport {
   std::string command_line;
   std::optional<DeviceInfo> device;
   std::vector<CaseReport> cases;
+  // Why the run could not run at all (bench or tune without a GPU,
+  // --require-gpu): written into every report, exit 4.
+  std::vector<std::string> errors;
+  // --fail-on-skip: a skipped or n/a path fails the run (exit 1).
+  bool fail_on_skip = false;
 };
 
 // 0 when every path that ran passed, 1 when any failed, 3 when a case was
-// invalid, 4 when any errored; the most severe wins. Skipped and n/a never fail.
+// invalid, 4 when any errored or the run has errors; the most severe wins.
+// Skipped and n/a never fail, unless fail_on_skip.
 int report_exit_code(const RunReport& report);
+
+// Whether this path row counts against the run: fail and error always,
+// skipped and n/a under fail_on_skip.
+bool path_fails_run(const PathReport& path, bool fail_on_skip);
 
 struct RunSummary {
   std::int64_t cases = 0, invalid_cases = 0, paths = 0;
@@ -77,13 +87,22 @@ std::string xml_escape(std::string_view text);
 std::string to_csv(const RunReport& report);
 std::string to_junit(const RunReport& report);
 
-// The whole report: device line, every case, summary line.
+// The whole report: device line, every case, summary line, failures.
 void print_table(std::FILE* out, const RunReport& report, bool color);
 // Pieces of the table, for printing case by case as a run goes.
 void print_device(std::FILE* out, const DeviceInfo& device);
-void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color);
+// Skipped paths that ran nothing share one line ("skipped    direct, split
+// (no CUDA device)"); their reason is left out when it is `said_once` (the run
+// printed it at the top).
+void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color,
+                std::string_view said_once = {});
 void print_summary(std::FILE* out, const RunReport& report);
+// The end-of-run list of what failed, one line per case and reason
+// ("case: direct, split: fail: ..."), invalid cases and run errors included;
+// nothing when nothing failed. For CI logs: what failed without scrolling.
+void print_failures(std::FILE* out, const RunReport& report);
 nlohmann::json to_json(const RunReport& report);
+// The writers take "-" for stdout.
 Status write_json(const std::string& path, const RunReport& report);
 Status write_csv(const std::string& path, const RunReport& report);
 Status write_junit(const std::string& path, const RunReport& report);
