@@ -186,3 +186,32 @@ TEST_CASE("default tolerances shrink atol for rows whose outputs are small") {
   out[2] = 1e-3f;
   CHECK(compare(c, out, zero_row, 4, bf16).mismatches == 1);
 }
+
+TEST_CASE("elements whose reference is NaN are unjudged; the worst is found among the others") {
+  // A NaN in a query row makes that row of the reference NaN: no output is
+  // right or wrong there, and it must not become the worst element.
+  const Case c = geometry();
+  auto ref = ramp(32);
+  auto out = as_float(ref);
+  for (int d = 0; d < 4; ++d) {
+    ref[8 + d] = std::numeric_limits<double>::quiet_NaN();  // row 2 (token 1, head 0)
+    out[8 + d] = d % 2 ? std::numeric_limits<float>::quiet_NaN() : 1.0f;
+  }
+  out[27] += 0.5f;  // a real error elsewhere
+  const auto stats = compare(c, out, ref, 4, {1e-2, 1e-2});
+  CHECK(stats.unjudged == 4);
+  CHECK(stats.nonfinite == 0);
+  CHECK(stats.mismatches == 1);
+  CHECK(std::isfinite(stats.max_abs_err));
+  CHECK(stats.max_abs_err == doctest::Approx(0.5).epsilon(1e-4));
+  CHECK(stats.worst_value == out[27]);
+
+  // An infinite reference is still judged: only the same infinity agrees.
+  auto ref_inf = ramp(32);
+  auto out_inf = as_float(ref_inf);
+  ref_inf[5] = -std::numeric_limits<double>::infinity();
+  out_inf[5] = 0.0f;
+  const auto inf_stats = compare(c, out_inf, ref_inf, 4, {1e-2, 1e-2});
+  CHECK(inf_stats.unjudged == 0);
+  CHECK(inf_stats.mismatches == 1);
+}

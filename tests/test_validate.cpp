@@ -2,6 +2,7 @@
 // load(save(case)) round trips (both table forms, both layouts).
 #include <doctest/doctest.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "pagecheck/case_file.hpp"
+#include "pagecheck/limits.hpp"
 #include "pagecheck/safetensors.hpp"
 #include "scratch_dir.hpp"
 #include "pagecheck/synthetic.hpp"
@@ -567,4 +569,108 @@ TEST_CASE("generated cases (the default suite) round-trip through case files") {
     ++checked;
   }
   CHECK(checked > 0);
+}
+
+TEST_CASE("non-finite inputs are warnings that say where; unread slots may hold anything") {
+  Case c = make_case();
+  // query [3, 4, 8] F32: token 2 (sequence 1, token 0), head 1, dim 3.
+  store_element(c.query.dtype, c.query.mutable_data(), (2 * 4 + 1) * 8 + 3, std::numeric_limits<double>::quiet_NaN());
+  // key_cache NHD [6, 2, 2, 8]: sequence 0's token 3 is page 0 (block_table[0][1]), slot 1; kv head 0, dim 2.
+  store_element(c.key_cache.dtype, c.key_cache.mutable_data(), ((0 * 2 + 1) * 2 + 0) * 8 + 2,
+                std::numeric_limits<double>::infinity());
+  // value_cache: page 5 slot 1 is past sequence 0's seq_len 5, page 2 no one's.
+  store_element(c.value_cache.dtype, c.value_cache.mutable_data(), ((5 * 2 + 1) * 2 + 1) * 6,
+                std::numeric_limits<double>::quiet_NaN());
+  store_element(c.value_cache.dtype, c.value_cache.mutable_data(), ((2 * 2 + 0) * 2 + 0) * 6 + 4,
+                std::numeric_limits<double>::quiet_NaN());
+  const auto report = validate_case(c);
+  INFO("warnings:\n", joined(report.warnings));
+  CHECK(report.ok());
+  CHECK(report.warnings.size() == 2);
+  CHECK(has_message(report.warnings, "query of sequence 1 holds NaN/Inf in 1 (token, head) row; first at token 0, "
+                                     "head 1, dim 3: nan"));
+  CHECK(has_message(report.warnings, "key_cache holds NaN/Inf in 1 slot row that sequence 0 reads; first at token 3 "
+                                     "(page 0, slot 1), kv head 0, dim 2: inf"));
+  CHECK_FALSE(has_message(report.warnings, "value_cache"));
+
+  // Every KV dtype: NaN (or, where the dtype has one, Inf) is found by its bits.
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    INFO(dtype_name(kv));
+    Geometry g;
+    g.kv_dtype = kv;
+    Case d = make_case(g);
+    CHECK(validate_case(d).warnings.empty());
+    // sequence 1's token 2 is page 3 (block_table[1][1]) slot 0; kv head 1, dim 5.
+    store_element(kv, d.value_cache.mutable_data(), ((3 * 2 + 0) * 2 + 1) * 6 + 5, std::numeric_limits<double>::quiet_NaN());
+    CHECK(has_message(validate_case(d).warnings, "value_cache holds NaN/Inf in 1 slot row that sequence 0 reads; first "
+                                                 "at token 0 (page 3, slot 0), kv head 1, dim 5"));
+    CHECK(has_message(validate_case(d).warnings, "value_cache holds NaN/Inf in 1 slot row that sequence 1 reads; first "
+                                                 "at token 2 (page 3, slot 0), kv head 1, dim 5"));
+  }
+}
+
+TEST_CASE("generated cases: the NaN poison in unreferenced pages and past seq_len never warns") {
+  SyntheticSpec spec;
+  spec.num_seqs = 5;
+  spec.seq_len_dist = LengthDist::List;
+  spec.seq_len_list = {1, 15, 17, 33, 100};
+  spec.block_size = 16;
+  spec.kv_dtype = DType::F8_E5M2;
+  auto c = generate_case(spec);
+  REQUIRE(c.ok());
+  CHECK(validate_case(*c).warnings.empty());
+}
+
+namespace {
+
+// Anonymous pages that are never touched: the bytes of a huge hostile cache,
+// costing address space only.
+std::shared_ptr<const void> untouched_bytes(std::size_t n) {
+  void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  REQUIRE(p != MAP_FAILED);
+  return std::shared_ptr<const void>(p, [n](const void* q) { ::munmap(const_cast<void*>(q), n); });
+}
+
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+}  // namespace
+
+TEST_CASE("a case whose reference would need more memory than the limit is refused") {
+  // The fuzzer's case: one page of INT32_MAX slots, seq_len INT32_MAX (a
+  // 4 GiB sparse file); the reference would gather 16 GiB of K, 16 of V and
+  // 16 of logits.
+  constexpr std::int64_t kSlots = std::numeric_limits<std::int32_t>::max();
+  Case c;
+  c.name = "huge";
+  c.query = Tensor::from_doubles(DType::F32, {1, 1, 1}, std::vector<double>{1.0});
+  for (Tensor* t : {&c.key_cache, &c.value_cache}) {
+    t->dtype = DType::F8_E4M3;
+    t->shape = {1, kSlots, 1, 1};
+    t->owner = untouched_bytes(static_cast<std::size_t>(kSlots));
+    t->data = static_cast<const std::byte*>(t->owner.get());
+    t->nbytes = static_cast<std::size_t>(kSlots);
+  }
+  c.table.form = TableForm::Dense;
+  c.table.max_blocks_per_seq = 1;
+  c.table.page_indices = {0};
+  c.table.page_indptr = {0, 1};
+  c.seq_lens = {static_cast<std::int32_t>(kSlots)};
+  c.query_start_loc = {0, 1};
+  {
+    const ScopedEnv limit("PAGECHECK_MEMORY_LIMIT", "16G");
+    expect_error(c, "running this case needs about 48.0 GiB of host memory");
+    expect_error(c, "but the limit is 16.0 GiB (PAGECHECK_MEMORY_LIMIT)");
+  }
+  CHECK(estimate_memory(c, 1).reference_bytes > (std::uint64_t{48} << 30));
+  {
+    const ScopedEnv limit("PAGECHECK_MEMORY_LIMIT", "lots");
+    expect_error(c, "PAGECHECK_MEMORY_LIMIT = 'lots' is not a size");
+  }
+  // A small case under a small limit: the estimate counts what it allocates.
+  const ScopedEnv limit("PAGECHECK_MEMORY_LIMIT", "1K");
+  expect_error(make_case(), "but the limit is 1.0 KiB");
 }

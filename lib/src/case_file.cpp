@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "pagecheck/safetensors.hpp"
+#include "pagecheck/text.hpp"
 
 namespace pagecheck {
 
@@ -50,7 +51,10 @@ std::string unknown_tensor_message(const std::string& name) {
   for (char ch : name) lowered += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   std::string_view best;
   std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  // A typo is short: no suggestion for a name of a megabyte (the distance
+  // costs its length times each known name's).
   for (auto known : kKnownTensors) {
+    if (lowered.size() > 64) break;
     const auto d = edit_distance(lowered, known);
     if (d < best_distance) best_distance = d, best = known;
   }
@@ -58,7 +62,7 @@ std::string unknown_tensor_message(const std::string& name) {
   for (auto known : kKnownTensors) known_list += (known_list.empty() ? "" : ", ") + std::string(known);
   std::string hint;
   if (best_distance <= std::max<std::size_t>(2, best.size() / 3)) hint = fmt::format(" (did you mean '{}'?)", best);
-  return fmt::format("unknown tensor '{}'{}; a case file holds only: {}", name, hint, known_list);
+  return fmt::format("unknown tensor '{}'{}; a case file holds only: {}", printable(name, 200), hint, known_list);
 }
 
 std::string dtype_list(std::initializer_list<DType> dtypes) {
@@ -113,7 +117,7 @@ std::optional<std::int64_t> parse_int(const std::string& text) {
 }
 
 Error metadata_error(const std::string& key, const std::string& value, std::string_view expected) {
-  return invalid_input(fmt::format("metadata '{}' = '{}' is not {}", key, value, expected));
+  return invalid_input(fmt::format("metadata '{}' = '{}' is not {}", key, printable(value, 200), expected));
 }
 
 Expected<CaseParams> parse_params(const std::map<std::string, std::string>& metadata) {
@@ -353,6 +357,15 @@ Expected<Case> load_case_file(const std::filesystem::path& path) {
     return error;
   }
   c->name = path.stem().string();
+  return c;
+}
+
+Expected<Case> parse_case_file(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, std::string name) {
+  auto file = parse_safetensors(bytes, std::move(owner));
+  if (!file) return file.error();
+  auto c = build_case(file.value());
+  if (!c) return c.error();
+  c->name = std::move(name);
   return c;
 }
 

@@ -80,6 +80,10 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
       row_atol = tolerance.atol * std::min(1.0, rms / tolerance.row_scale);
     }
     const double o = out[i], r = ref[i];
+    if (std::isnan(r)) {  // the inputs of this element are not finite: nothing to judge
+      ++stats.unjudged;
+      continue;
+    }
     if (!std::isfinite(o) || !std::isfinite(r)) {
       if (o == r) continue;  // the same infinity: agreement (an LSE of -inf)
       ++stats.mismatches;

@@ -21,10 +21,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string_view>
+
+#include "pagecheck/text.hpp"
 
 namespace pagecheck {
 
@@ -75,76 +77,13 @@ std::string supported_dtype_list() {
   return out;
 }
 
-// True when `value` nests no deeper than `levels` (bounded recursion).
-bool shallow(const json& value, int levels) {
-  if (!value.is_structured()) return true;
-  if (levels == 0) return false;
-  for (const auto& child : value) {
-    if (!shallow(child, levels - 1)) return false;
-  }
-  return true;
-}
-
-// A short rendering of a JSON value for error messages. Deeply nested
-// values are only named: dump() recurses, and a hostile header nests
-// millions deep.
-std::string excerpt(const json& value) {
-  if (!shallow(value, 4)) return fmt::format("a deeply nested {}", value.type_name());
-  std::string text = value.dump(-1, ' ', true, json::error_handler_t::replace);
-  if (text.size() > 80) text = text.substr(0, 77) + "...";
-  return text;
-}
-
-// Finds duplicate keys while nlohmann parses (it silently keeps the last
-// one). Each open object gets a set of the keys seen so far.
-class DuplicateKeyDetector {
- public:
-  bool operator()(int /*depth*/, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        levels_.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!levels_.empty()) levels_.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        if (levels_.empty() || !parsed.is_string()) break;
-        Level& top = levels_.back();
-        std::string key = parsed.get<std::string>();
-        if (!top.keys.insert(key).second && !error_) error_ = describe_duplicate(key);
-        top.last_key = std::move(key);
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  }
-  const std::optional<std::string>& error() const { return error_; }
-
- private:
-  struct Level {
-    std::set<std::string> keys;
-    std::string last_key;
-  };
-
-  std::string describe_duplicate(const std::string& key) const {
-    if (levels_.size() == 1) {
-      if (key == kMetadataKey) return "header has __metadata__ twice";
-      return fmt::format("duplicate tensor name '{}' in the header", key);
-    }
-    if (levels_.size() == 2) {
-      const std::string& parent = levels_[0].last_key;
-      if (parent == kMetadataKey) return fmt::format("duplicate metadata key '{}'", key);
-      return fmt::format("tensor '{}' has the field '{}' twice", parent, key);
-    }
-    return fmt::format("duplicate key '{}' in the header", key);
-  }
-
-  std::vector<Level> levels_;
-  std::optional<std::string> error_;
-};
-
+// The header is read with nlohmann's SAX parser into these entries directly,
+// never into a JSON document: a document costs 16 to 100 bytes per value of a
+// few bytes of text, and nesting costs a frame per level. A valid header nests
+// three levels (the object, an entry, its shape), so anything deeper, and
+// every value of the wrong kind, stops the parse where it is found. What is
+// kept grows with the tensors and metadata the header names, not with how
+// deep or how wide the JSON is.
 struct ParsedEntry {
   std::string name;
   DType dtype = DType::F32;
@@ -153,75 +92,269 @@ struct ParsedEntry {
   std::uint64_t end = 0;
 };
 
-Expected<ParsedEntry> parse_entry(const std::string& name, const json& entry, std::uint64_t data_bytes) {
-  if (name.empty()) return invalid_input("a tensor has an empty name");
-  if (!entry.is_object())
-    return invalid_input(fmt::format("entry of tensor '{}' must be an object, got {}", name, excerpt(entry)));
-  for (const auto& [field, value] : entry.items()) {
-    if (field != "dtype" && field != "shape" && field != "data_offsets")
-      return invalid_input(
-          fmt::format("tensor '{}' has an unknown field '{}' (expected dtype, shape, data_offsets)", name, field));
+// "'name'" for messages: the name escaped so that it cannot steer a terminal.
+// Names are cut at 200 bytes: a header may hold a name of 100 MB.
+std::string name_text(std::string_view name) { return fmt::format("'{}'", printable(name, 200)); }
+
+class HeaderReader {
+ public:
+  explicit HeaderReader(std::uint64_t data_bytes) : data_bytes_(data_bytes) {}
+
+  std::vector<ParsedEntry> entries;
+  std::map<std::string, std::string> metadata;
+  const std::optional<std::string>& error() const { return error_; }
+
+  // --- nlohmann::json SAX interface; false stops the parse ------------------
+  bool null() { return scalar("null"); }
+  bool boolean(bool value) { return scalar(value ? "true" : "false"); }
+  bool number_integer(json::number_integer_t value) {
+    if (state_ == State::Shape || state_ == State::Offsets)
+      return value >= 0 ? number_unsigned(static_cast<std::uint64_t>(value)) : scalar(std::to_string(value));
+    return scalar(std::to_string(value));
   }
-  for (const char* field : {"dtype", "shape", "data_offsets"}) {
-    if (!entry.contains(field)) return invalid_input(fmt::format("tensor '{}' has no '{}' field", name, field));
+  bool number_unsigned(json::number_unsigned_t value) {
+    if (state_ == State::Shape) {
+      if (value > static_cast<std::uint64_t>(INT64_MAX)) return fail(shape_error(std::to_string(value)));
+      raw_.shape.push_back(static_cast<std::int64_t>(value));
+      return true;
+    }
+    if (state_ == State::Offsets) {
+      if (raw_.offsets.size() == 2) return fail(offsets_error("more than two values"));
+      raw_.offsets.push_back(value);
+      return true;
+    }
+    return scalar(std::to_string(value));
+  }
+  bool number_float(json::number_float_t, const json::string_t& text) { return scalar(text); }
+  bool string(json::string_t& value) {
+    if (state_ == State::Metadata) {
+      metadata[metadata_key_] = std::move(value);
+      return true;
+    }
+    if (state_ == State::Entry && field_ == Field::Dtype) {
+      const auto parsed = parse_dtype(value);
+      if (!parsed)
+        return fail(fmt::format("tensor {} has an unknown dtype {} (known: {})", name_text(raw_.name), name_text(value),
+                                supported_dtype_list()));
+      raw_.dtype = *parsed;
+      return true;
+    }
+    return scalar(json(value).dump(-1, ' ', true, json::error_handler_t::replace));
+  }
+  bool binary(json::binary_t&) { return scalar("binary data"); }
+
+  bool start_object(std::size_t) {
+    switch (state_) {
+      case State::Start: state_ = State::Root; return true;
+      case State::Root:
+        if (pending_metadata_) {
+          state_ = State::Metadata;
+          return true;
+        }
+        state_ = State::Entry;
+        return true;
+      default: return scalar("an object");
+    }
+  }
+  bool end_object() {
+    switch (state_) {
+      case State::Root: state_ = State::Done; return true;
+      case State::Metadata:
+        pending_metadata_ = false;
+        state_ = State::Root;
+        return true;
+      case State::Entry: {
+        auto entry = finish_entry();
+        if (!entry) return fail(entry.error().message);
+        entries.push_back(std::move(*entry));
+        raw_ = {};
+        state_ = State::Root;
+        return true;
+      }
+      default: return true;  // the parser reports anything unbalanced
+    }
+  }
+  bool start_array(std::size_t) {
+    if (state_ == State::Entry && field_ == Field::Shape) {
+      state_ = State::Shape;
+      return true;
+    }
+    if (state_ == State::Entry && field_ == Field::Offsets) {
+      state_ = State::Offsets;
+      return true;
+    }
+    return scalar("an array");
+  }
+  bool end_array() {
+    if (state_ == State::Shape) {
+      raw_.shape.shrink_to_fit();
+      state_ = State::Entry;
+      return true;
+    }
+    if (state_ == State::Offsets) {
+      if (raw_.offsets.size() != 2)
+        return fail(offsets_error(fmt::format("{} value{}", raw_.offsets.size(), raw_.offsets.size() == 1 ? "" : "s")));
+      state_ = State::Entry;
+      return true;
+    }
+    return true;
+  }
+  bool key(json::string_t& key) {
+    switch (state_) {
+      case State::Root:
+        if (key == kMetadataKey) {
+          if (seen_metadata_) return fail("header has __metadata__ twice");
+          seen_metadata_ = pending_metadata_ = true;
+          return true;
+        }
+        if (key.empty()) return fail("a tensor has an empty name");
+        raw_ = {};
+        raw_.name = std::move(key);
+        return true;
+      case State::Metadata: {
+        const auto [it, inserted] = metadata.emplace(key, std::string());
+        if (!inserted) return fail(fmt::format("duplicate metadata key {}", name_text(key)));
+        metadata_key_ = std::move(key);
+        return true;
+      }
+      case State::Entry: {
+        Field field;
+        if (key == "dtype") field = Field::Dtype;
+        else if (key == "shape") field = Field::Shape;
+        else if (key == "data_offsets") field = Field::Offsets;
+        else
+          return fail(fmt::format("tensor {} has an unknown field {} (expected dtype, shape, data_offsets)",
+                                  name_text(raw_.name), name_text(key)));
+        const unsigned bit = 1u << static_cast<unsigned>(field);
+        if (raw_.fields & bit) return fail(fmt::format("tensor {} has the field {} twice", name_text(raw_.name), name_text(key)));
+        raw_.fields |= bit;
+        field_ = field;
+        return true;
+      }
+      default: return true;
+    }
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& e) {
+    return fail(fmt::format("header is not valid JSON: {}", e.what()));
   }
 
-  ParsedEntry out;
-  out.name = name;
+ private:
+  enum class State { Start, Root, Metadata, Entry, Shape, Offsets, Done };
+  enum class Field : unsigned { Dtype = 0, Shape = 1, Offsets = 2 };
+  struct RawEntry {
+    std::string name;
+    unsigned fields = 0;  // bit per Field seen
+    DType dtype = DType::F32;
+    std::vector<std::int64_t> shape;
+    std::vector<std::uint64_t> offsets;
+  };
 
-  const json& dtype = entry.at("dtype");
-  if (!dtype.is_string())
-    return invalid_input(fmt::format("dtype of tensor '{}' must be a string, got {}", name, excerpt(dtype)));
-  const auto parsed_dtype = parse_dtype(dtype.get<std::string>());
-  if (!parsed_dtype)
-    return invalid_input(fmt::format("tensor '{}' has an unknown dtype '{}' (known: {})", name,
-                                     dtype.get<std::string>(), supported_dtype_list()));
-  out.dtype = *parsed_dtype;
-
-  const json& shape = entry.at("shape");
-  if (!shape.is_array())
-    return invalid_input(
-        fmt::format("shape of tensor '{}' must be a list of non-negative integers, got {}", name, excerpt(shape)));
-  // Element count with checked multiplication: a shape whose product
-  // overflows is an error, not a small number.
-  std::uint64_t elements = 1;
-  bool overflow = false;
-  for (const json& dim : shape) {
-    if (!dim.is_number_unsigned() || dim.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
-      return invalid_input(fmt::format("shape of tensor '{}' must be a list of non-negative integers, got {}", name,
-                                       excerpt(shape)));
-    const std::uint64_t d = dim.get<std::uint64_t>();
-    out.shape.push_back(static_cast<std::int64_t>(d));
-    if (__builtin_mul_overflow(elements, d, &elements)) overflow = true;
+  bool fail(std::string message) {
+    if (!error_) error_ = std::move(message);
+    return false;
   }
-  std::uint64_t expected_bytes = 0;
-  if (overflow || __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(out.dtype)), &expected_bytes))
-    return invalid_input(fmt::format("the byte size of tensor '{}' (shape {}, {}) overflows 64 bits", name,
-                                     excerpt(shape), dtype_name(out.dtype)));
+  std::string shape_error(const std::string& got) const {
+    return fmt::format("shape of tensor {} must be a list of non-negative integers, got {}{}", name_text(raw_.name), got,
+                       state_ == State::Shape ? fmt::format(" at position {}", raw_.shape.size()) : "");
+  }
+  std::string offsets_error(const std::string& got) const {
+    return fmt::format("data_offsets of tensor {} must be two non-negative integers [begin, end], got {}",
+                       name_text(raw_.name), got);
+  }
+  // A value (scalar, or the start of an object or array, named) where the
+  // state does not take it: always an error.
+  bool scalar(const std::string& got_text) {
+    std::string got = got_text.size() > 80 ? got_text.substr(0, 77) + "..." : got_text;
+    switch (state_) {
+      case State::Start: return fail(fmt::format("header must be a JSON object, got {}", got));
+      case State::Root:
+        if (pending_metadata_) return fail(fmt::format("__metadata__ must be an object of strings, got {}", got));
+        return fail(fmt::format("entry of tensor {} must be an object, got {}", name_text(raw_.name), got));
+      case State::Metadata:
+        return fail(fmt::format("metadata value of {} must be a string, got {}", name_text(metadata_key_), got));
+      case State::Entry:
+        switch (field_) {
+          case Field::Dtype: return fail(fmt::format("dtype of tensor {} must be a string, got {}", name_text(raw_.name), got));
+          case Field::Shape: return fail(shape_error(got));
+          case Field::Offsets: return fail(offsets_error(got));
+        }
+        return false;
+      case State::Shape: return fail(shape_error(got));
+      case State::Offsets: return fail(offsets_error(got + " in the list"));
+      case State::Done: return fail("header is not valid JSON: a value after the object");
+    }
+    return false;
+  }
 
-  const json& offsets = entry.at("data_offsets");
-  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-      !offsets[1].is_number_unsigned())
-    return invalid_input(fmt::format(
-        "data_offsets of tensor '{}' must be two non-negative integers [begin, end], got {}", name, excerpt(offsets)));
-  out.begin = offsets[0].get<std::uint64_t>();
-  out.end = offsets[1].get<std::uint64_t>();
-  if (out.begin > out.end)
-    return invalid_input(fmt::format("data_offsets of tensor '{}' are reversed: begin {} > end {}", name, out.begin,
-                                     out.end));
-  if (out.end > data_bytes)
-    return invalid_input(fmt::format("data_offsets [{}, {}] of tensor '{}' run past the end of the data section ({} bytes)",
-                                     out.begin, out.end, name, data_bytes));
-  if (out.end - out.begin != expected_bytes)
-    return invalid_input(fmt::format(
-        "tensor '{}' spans {} bytes (data_offsets [{}, {}]) but shape {} of {} needs {} bytes", name,
-        out.end - out.begin, out.begin, out.end, excerpt(shape), dtype_name(out.dtype), expected_bytes));
-  return out;
+  Expected<ParsedEntry> finish_entry() {
+    const std::string name = name_text(raw_.name);
+    for (auto [field, text] : {std::pair{Field::Dtype, "dtype"}, {Field::Shape, "shape"}, {Field::Offsets, "data_offsets"}})
+      if (!(raw_.fields & (1u << static_cast<unsigned>(field))))
+        return invalid_input(fmt::format("tensor {} has no '{}' field", name, text));
+    ParsedEntry out;
+    out.name = std::move(raw_.name);
+    out.dtype = raw_.dtype;
+    out.shape = std::move(raw_.shape);
+    // Element count with checked multiplication: a shape whose product
+    // overflows is an error, not a small number.
+    std::uint64_t elements = 1;
+    bool overflow = false;
+    for (auto d : out.shape)
+      if (__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements)) overflow = true;
+    std::uint64_t expected_bytes = 0;
+    if (overflow ||
+        __builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_size(out.dtype)), &expected_bytes))
+      return invalid_input(fmt::format("the byte size of tensor {} (shape {}, {}) overflows 64 bits", name,
+                                       shape_text(out.shape), dtype_name(out.dtype)));
+    out.begin = raw_.offsets[0];
+    out.end = raw_.offsets[1];
+    if (out.begin > out.end)
+      return invalid_input(fmt::format("data_offsets of tensor {} are reversed: begin {} > end {}", name, out.begin,
+                                       out.end));
+    if (out.end > data_bytes_)
+      return invalid_input(fmt::format(
+          "data_offsets [{}, {}] of tensor {} run past the end of the data section ({} bytes)", out.begin, out.end,
+          name, data_bytes_));
+    if (out.end - out.begin != expected_bytes)
+      return invalid_input(fmt::format(
+          "tensor {} spans {} bytes (data_offsets [{}, {}]) but shape {} of {} needs {} bytes", name,
+          out.end - out.begin, out.begin, out.end, shape_text(out.shape), dtype_name(out.dtype), expected_bytes));
+    return out;
+  }
+  static std::string shape_text(const std::vector<std::int64_t>& shape) {
+    std::string text = fmt::format("[{}]", fmt::join(shape, ","));
+    return text.size() > 80 ? text.substr(0, 77) + "..." : text;
+  }
+
+  std::uint64_t data_bytes_;
+  State state_ = State::Start;
+  Field field_ = Field::Dtype;
+  bool seen_metadata_ = false;
+  bool pending_metadata_ = false;  // the root's current key is __metadata__
+  std::string metadata_key_;
+  RawEntry raw_;
+  std::optional<std::string> error_;
+};
+
+// Names are unique: sorted once, neighbours compared (no set of names kept
+// beside the entries).
+Status check_unique_names(const std::vector<ParsedEntry>& entries) {
+  std::vector<const ParsedEntry*> sorted;
+  sorted.reserve(entries.size());
+  for (const auto& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](const ParsedEntry* a, const ParsedEntry* b) { return a->name < b->name; });
+  for (std::size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i]->name == sorted[i - 1]->name)
+      return invalid_input(fmt::format("duplicate tensor name {} in the header", name_text(sorted[i]->name)));
+  return {};
 }
 
 // The byte ranges must tile the data section: sorted by offset, each starts
 // where the previous ended, the first at 0, the last at the final byte.
-Status check_coverage(std::vector<const ParsedEntry*> entries, std::uint64_t data_bytes) {
+Status check_coverage(const std::vector<ParsedEntry>& parsed, std::uint64_t data_bytes) {
+  std::vector<const ParsedEntry*> entries;
+  entries.reserve(parsed.size());
+  for (const auto& e : parsed) entries.push_back(&e);
   std::stable_sort(entries.begin(), entries.end(), [](const ParsedEntry* a, const ParsedEntry* b) {
     return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
   });
@@ -229,15 +362,16 @@ Status check_coverage(std::vector<const ParsedEntry*> entries, std::uint64_t dat
   const ParsedEntry* previous = nullptr;
   for (const ParsedEntry* e : entries) {
     if (e->begin < position)
-      return invalid_input(fmt::format("tensor '{}' (bytes [{}, {})) overlaps tensor '{}' (bytes [{}, {}))", e->name,
-                                       e->begin, e->end, previous->name, previous->begin, previous->end));
+      return invalid_input(fmt::format("tensor {} (bytes [{}, {})) overlaps tensor {} (bytes [{}, {}))", name_text(e->name),
+                                       e->begin, e->end, name_text(previous->name), previous->begin, previous->end));
     if (e->begin > position) {
       if (previous == nullptr)
         return invalid_input(fmt::format("the data section starts with {} bytes that no tensor covers (first tensor "
-                                         "'{}' starts at {})",
-                                         e->begin, e->name, e->begin));
-      return invalid_input(fmt::format("gap of {} bytes between tensor '{}' (ends at {}) and tensor '{}' (starts at {})",
-                                       e->begin - position, previous->name, position, e->name, e->begin));
+                                         "{} starts at {})",
+                                         e->begin, name_text(e->name), e->begin));
+      return invalid_input(fmt::format("gap of {} bytes between tensor {} (ends at {}) and tensor {} (starts at {})",
+                                       e->begin - position, name_text(previous->name), position, name_text(e->name),
+                                       e->begin));
     }
     position = e->end;
     previous = e;
@@ -246,8 +380,8 @@ Status check_coverage(std::vector<const ParsedEntry*> entries, std::uint64_t dat
     if (previous == nullptr)
       return invalid_input(fmt::format("the header lists no tensors but the data section holds {} bytes", data_bytes));
     return invalid_input(fmt::format("the data section holds {} bytes but the tensors end at byte {} (last tensor "
-                                     "'{}'): {} trailing bytes",
-                                     data_bytes, position, previous->name, data_bytes - position));
+                                     "{}): {} trailing bytes",
+                                     data_bytes, position, name_text(previous->name), data_bytes - position));
   }
   return {};
 }
@@ -272,58 +406,28 @@ Expected<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes, st
   if (const auto bad = first_invalid_utf8(header))
     return invalid_input(fmt::format("header is not valid UTF-8 (byte {} of the header)", *bad));
 
-  DuplicateKeyDetector detector;
-  json root;
-  try {
-    root = json::parse(header, std::ref(detector));
-  } catch (const json::exception& e) {
-    return invalid_input(fmt::format("header is not valid JSON: {}", e.what()));
-  }
-  if (detector.error()) return invalid_input(*detector.error());
-  if (!root.is_object()) return invalid_input(fmt::format("header must be a JSON object, got {}", excerpt(root)));
+  HeaderReader reader(data_bytes);
+  const bool parsed = json::sax_parse(header.begin(), header.end(), &reader);
+  if (reader.error()) return invalid_input(*reader.error());
+  if (!parsed) return invalid_input("header is not valid JSON");
+  PC_TRY(check_unique_names(reader.entries));
+  PC_TRY(check_coverage(reader.entries, data_bytes));
 
   SafetensorsFile file;
-  std::vector<ParsedEntry> entries;
-  for (const auto& [name, value] : root.items()) {
-    if (name == kMetadataKey) {
-      if (!value.is_object())
-        return invalid_input(fmt::format("__metadata__ must be an object of strings, got {}", excerpt(value)));
-      for (const auto& [key, text] : value.items()) {
-        if (!text.is_string())
-          return invalid_input(
-              fmt::format("metadata value of '{}' must be a string, got {}", key, excerpt(text)));
-        file.metadata.emplace(key, text.get<std::string>());
-      }
-      continue;
-    }
-    auto entry = parse_entry(name, value, data_bytes);
-    if (!entry) return entry.error();
-    entries.push_back(std::move(entry.value()));
-  }
-
-  std::vector<const ParsedEntry*> order;
-  for (const auto& e : entries) order.push_back(&e);
-  PC_TRY(check_coverage(order, data_bytes));
-
-  for (const auto& e : entries) {
+  file.metadata = std::move(reader.metadata);
+  for (auto& e : reader.entries) {
+    // Views into the mapping, also when a foreign writer left a tensor
+    // misaligned for its dtype: every reader of tensor bytes (at(),
+    // load_element, the reference, the uploads) copies elements with memcpy,
+    // so nothing is copied up front (a 2 GiB cache 2 bytes off alignment
+    // would cost 2 GiB more).
     Tensor t;
     t.dtype = e.dtype;
-    t.shape = e.shape;
+    t.shape = std::move(e.shape);
     t.nbytes = static_cast<std::size_t>(e.end - e.begin);
-    const std::byte* source = data_start + e.begin;
-    const auto alignment = dtype_size(e.dtype);
-    if (reinterpret_cast<std::uintptr_t>(source) % alignment == 0) {
-      t.data = source;
-      t.owner = owner;
-    } else {
-      // Files that pack tensors without regard to alignment are legal; copy
-      // those tensors so that typed access through as<T>() stays aligned.
-      auto storage = std::make_shared<std::vector<std::uint64_t>>((t.nbytes + 7) / 8);
-      if (t.nbytes > 0) std::memcpy(storage->data(), source, t.nbytes);
-      t.data = reinterpret_cast<const std::byte*>(storage->data());
-      t.owner = std::move(storage);
-    }
-    file.tensors.emplace(e.name, std::move(t));
+    t.data = data_start + e.begin;
+    t.owner = owner;
+    file.tensors.emplace(std::move(e.name), std::move(t));
   }
   return file;
 }

@@ -1,9 +1,15 @@
-// Validation before anything runs. Three passes, each only when the one
-// before found the case sound enough to look at:
+// Validation before anything runs. Passes, each only when the ones before
+// found the case sound enough to look at:
 //   1. structure: ranks, dtypes, byte sizes, table vector lengths (so the
 //      later passes never index out of range, whatever the Case holds);
 //   2. geometry and parameters: GQA ratio, head dims, scales, window;
-//   3. per sequence: lengths, query_start_loc, the table's needed entries.
+//   3. per sequence: lengths, query_start_loc, the table's needed entries;
+//   4. memory: what the reference and the harness will allocate, against the
+//      host's memory (limits.hpp): an error above it;
+//   5. values: NaN or Inf in the query or in a K/V slot a sequence uses
+//      (slots below its seq_len through the table): a warning with where.
+//      Unreferenced pages and slots past seq_len may hold anything (the
+//      generator poisons them with NaN) and are not read.
 // The runtime module's checks map as follows: "another KV block size" is the
 // recorded block_size against the cache's (and CSR last-page lengths beyond
 // it); "capacity overflow" is the checked table capacity; "cannot hold its
@@ -12,11 +18,18 @@
 // [0, num_blocks).
 #include "pagecheck/validate.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <limits>
 #include <map>
+#include <thread>
 #include <unordered_map>
+
+#include "pagecheck/limits.hpp"
 
 namespace pagecheck {
 
@@ -124,8 +137,11 @@ bool check_structure(const Case& c, Findings& errors) {
     });
   const std::size_t slot_axis = c.params.layout == KvLayout::NHD ? 1 : 2;
   const std::size_t head_axis = c.params.layout == KvLayout::NHD ? 2 : 1;
-  for (auto [axis, what] : {std::pair<std::size_t, const char*>{0, "num_blocks"}, {slot_axis, "block_size"},
+  for (const auto& item : {std::pair<std::size_t, const char*>{0, "num_blocks"}, {slot_axis, "block_size"},
                             {head_axis, "kv_heads"}}) {
+    // Not a structured binding: clang 14 cannot capture one in the lambda.
+    const std::size_t axis = item.first;
+    const char* what = item.second;
     if (c.key_cache.dim(axis) != c.value_cache.dim(axis))
       errors.add("structure", [&] {
         return fmt::format("key_cache {} and value_cache {} disagree on {} ({} vs {}, layout {})", c.key_cache.describe(),
@@ -357,12 +373,150 @@ void check_sequences(const Case& c, Findings& errors, Findings& warnings) {
         });
         continue;
       }
-      const auto [it, inserted] = first_use.emplace(page, j);
-      if (!inserted)
+      const auto emplaced = first_use.emplace(page, j);  // not a structured binding: the lambda captures it
+      if (!emplaced.second) {
+        const std::int64_t first = emplaced.first->second;
         warnings.add("duplicate page", [&] {
-          return fmt::format("sequence {} uses page {} twice: {} and {}", s, page, entry_name(s, it->second),
+          return fmt::format("sequence {} uses page {} twice: {} and {}", s, page, entry_name(s, first),
                              entry_name(s, j));
         });
+      }
+    }
+  }
+}
+
+// Pass 4.
+void check_memory(const Case& c, Findings& errors) {
+  const auto limit = host_memory_limit();
+  if (!limit) {
+    errors.add("memory", [&] { return limit.error().message; });
+    return;
+  }
+  const MemoryEstimate estimate = estimate_memory(c);
+  if (estimate.host_bytes() <= *limit) return;
+  errors.add("memory", [&] {
+    return fmt::format(
+        "running this case needs about {} of host memory (the reference: {}, float64 K/V of the longest sequence, "
+        "{} long, and its logits per worker thread; outputs: {}) but the limit is {} ({}); set "
+        "PAGECHECK_MEMORY_LIMIT to allow more",
+        format_bytes(estimate.host_bytes()), format_bytes(estimate.reference_bytes), c.max_seq_len(),
+        format_bytes(estimate.harness_bytes), format_bytes(*limit),
+        std::getenv("PAGECHECK_MEMORY_LIMIT") != nullptr ? "PAGECHECK_MEMORY_LIMIT" : "the machine's memory");
+  });
+}
+
+// Pass 5. A non-finite element of one row of `count` elements of dtype
+// `dtype` at byte `data`: its index, or -1. Bit tests, no conversion:
+// exponent all ones (F32, F16, BF16, E5M2), the NaN codes 0x7F/0xFF (E4M3).
+std::int64_t first_nonfinite(DType dtype, const std::byte* data, std::int64_t offset, std::int64_t count) {
+  switch (dtype) {
+    case DType::F32:
+      for (std::int64_t k = 0; k < count; ++k) {
+        std::uint32_t bits;
+        std::memcpy(&bits, data + (offset + k) * 4, 4);
+        if ((bits & 0x7F800000u) == 0x7F800000u) return k;
+      }
+      return -1;
+    case DType::F16:
+    case DType::BF16: {
+      const std::uint16_t mask = dtype == DType::F16 ? 0x7C00 : 0x7F80;
+      for (std::int64_t k = 0; k < count; ++k) {
+        std::uint16_t bits;
+        std::memcpy(&bits, data + (offset + k) * 2, 2);
+        if ((bits & mask) == mask) return k;
+      }
+      return -1;
+    }
+    case DType::F8_E4M3:
+      for (std::int64_t k = 0; k < count; ++k)
+        if ((static_cast<std::uint8_t>(data[offset + k]) & 0x7F) == 0x7F) return k;
+      return -1;
+    case DType::F8_E5M2:
+      for (std::int64_t k = 0; k < count; ++k)
+        if ((static_cast<std::uint8_t>(data[offset + k]) & 0x7C) == 0x7C) return k;
+      return -1;
+    default:
+      for (std::int64_t k = 0; k < count; ++k)
+        if (!std::isfinite(load_element(dtype, data, static_cast<std::size_t>(offset + k)))) return k;
+      return -1;
+  }
+}
+
+// What one sequence's scan found in one tensor: how many rows hold a
+// non-finite element, and the first of them.
+struct NonFinite {
+  std::int64_t rows = 0;
+  std::int64_t token = -1, head = -1, dim = -1;
+  double value = 0;
+  void add(std::int64_t t, std::int64_t h, std::int64_t d, double v) {
+    if (rows++ == 0) token = t, head = h, dim = d, value = v;
+  }
+};
+
+// Runs body(s) for s in [0, count) on up to all cores.
+template <class Body>
+void for_each_parallel(std::int64_t count, const Body& body) {
+  const std::int64_t workers =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::thread::hardware_concurrency()), 1, std::max<std::int64_t>(count, 1));
+  std::atomic<std::int64_t> next{0};
+  auto work = [&] {
+    for (std::int64_t s = next++; s < count; s = next++) body(s);
+  };
+  std::vector<std::thread> threads;
+  for (std::int64_t w = 1; w < workers; ++w) {
+    try {
+      threads.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the others take the work
+    }
+  }
+  work();
+  for (auto& t : threads) t.join();
+}
+
+void check_values(const Case& c, Findings& warnings) {
+  const std::int64_t num_seqs = c.num_seqs(), q_heads = c.q_heads(), dk = c.head_dim();
+  const PagedKvView kv = c.host_view();
+  const auto key_bytes = static_cast<const std::byte*>(kv.key_data);
+  const auto value_bytes = static_cast<const std::byte*>(kv.value_data);
+  std::vector<NonFinite> query(num_seqs), key(num_seqs), value(num_seqs);
+  for_each_parallel(num_seqs, [&](std::int64_t s) {
+    for (std::int64_t t = c.query_start_loc[s]; t < c.query_start_loc[s + 1]; ++t)
+      for (std::int64_t h = 0; h < q_heads; ++h) {
+        const std::int64_t offset = (t * q_heads + h) * dk;
+        if (const auto d = first_nonfinite(c.query.dtype, c.query.data, offset, dk); d >= 0)
+          query[s].add(t - c.query_start_loc[s], h, d, c.query.at(static_cast<std::size_t>(offset + d)));
+      }
+    for (std::int64_t j = 0; j < kv.seq_len(s); ++j)
+      for (std::int64_t h = 0; h < kv.kv_heads; ++h) {
+        const std::int64_t k_offset = kv.key_offset(s, j, h), v_offset = kv.value_offset(s, j, h);
+        if (const auto d = first_nonfinite(c.key_cache.dtype, key_bytes, k_offset, kv.head_dim); d >= 0)
+          key[s].add(j, h, d, load_element(c.key_cache.dtype, key_bytes, static_cast<std::size_t>(k_offset + d)));
+        if (const auto d = first_nonfinite(c.value_cache.dtype, value_bytes, v_offset, kv.v_head_dim); d >= 0)
+          value[s].add(j, h, d, load_element(c.value_cache.dtype, value_bytes, static_cast<std::size_t>(v_offset + d)));
+      }
+  });
+  for (std::int64_t s = 0; s < num_seqs; ++s) {
+    if (query[s].rows > 0)
+      warnings.add("non-finite query", [&] {
+        const NonFinite& q = query[s];
+        return fmt::format("query of sequence {} holds NaN/Inf in {} (token, head) row{}; first at token {}, head {}, "
+                           "dim {}: {}; the outputs of those rows are meaningless",
+                           s, q.rows, q.rows == 1 ? "" : "s", q.token, q.head, q.dim, q.value);
+      });
+    // Plain variables, not structured bindings: clang 14 cannot capture those
+    // in the lambda.
+    for (const auto& item : {std::pair{&key[s], "key_cache"}, {&value[s], "value_cache"}}) {
+      const NonFinite* found = item.first;
+      const char* name = item.second;
+      if (found->rows == 0) continue;
+      warnings.add(name == std::string_view("key_cache") ? "non-finite key" : "non-finite value", [&] {
+        const std::int64_t page = kv.page(s, found->token);
+        return fmt::format("{} holds NaN/Inf in {} slot row{} that sequence {} reads; first at token {} (page {}, "
+                           "slot {}), kv head {}, dim {}: {}",
+                           name, found->rows, found->rows == 1 ? "" : "s", s, found->token, page,
+                           found->token % kv.block_size, found->head, found->dim, found->value);
+      });
     }
   }
 }
@@ -376,6 +530,8 @@ ValidationReport validate_case(const Case& c) {
   if (check_structure(c, errors)) {
     check_geometry_and_params(c, errors);
     if (c.num_seqs() >= 1) check_sequences(c, errors, warnings);
+    if (errors.total() == 0) check_memory(c, errors);
+    if (errors.total() == 0) check_values(c, warnings);
   }
   errors.finish();
   warnings.finish();

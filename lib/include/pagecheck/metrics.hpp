@@ -44,7 +44,11 @@ struct ErrorStats {
   double max_rel_err = 0;
   double rel_l2_err = 0;        // ||out - ref|| / ||ref||
   std::int64_t mismatches = 0;  // |out - ref| > atol (row-scaled) + rtol * |ref|, non-finite included
-  std::int64_t nonfinite = 0;   // NaN or Inf in out
+  std::int64_t nonfinite = 0;   // NaN or Inf in out (where the reference is not NaN)
+  // Elements whose reference is NaN (a NaN or Inf in the inputs that element
+  // reads: validation warns about those). They cannot be judged: they are not
+  // mismatches, take no part in the errors and never become the worst element.
+  std::int64_t unjudged = 0;
   std::int64_t elements = 0;
   ElementLocation worst;        // of the largest |out - ref| (a non-finite element first)
   double worst_value = 0, worst_reference = 0;
@@ -53,10 +57,14 @@ struct ErrorStats {
 // out and ref are [num_tokens, q_heads, width] (width = v_head_dim for the
 // output, 1 for LSE); locations are mapped to (seq, token-in-seq, head, dim)
 // through c.query_start_loc.
-// A non-finite out element is a mismatch and counts in `nonfinite`, unless it
-// equals the reference exactly (an LSE of -inf where no key is visible); while
-// any is present max_abs_err, max_rel_err and rel_l2_err are +inf. Elements of
-// the longer span beyond the shorter one count as mismatches.
+// An element whose reference is NaN is `unjudged` and skipped: the inputs it
+// reads are not finite, so no output is right or wrong there. Otherwise a
+// non-finite out element, or a finite one where the reference is infinite, is
+// a mismatch (and a non-finite one counts in `nonfinite`) unless it equals the
+// reference exactly (an LSE of -inf where no key is visible); while any is
+// present max_abs_err, max_rel_err and rel_l2_err are +inf. Rows are scaled
+// (row_scale) from their finite reference values only. Elements of the longer
+// span beyond the shorter one count as mismatches.
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref,
                    std::int64_t width, Tolerance tolerance);
 

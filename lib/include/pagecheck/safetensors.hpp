@@ -13,12 +13,14 @@
 namespace pagecheck {
 
 struct SafetensorsFile {
-  std::map<std::string, Tensor> tensors;  // views into the mapped file
+  std::map<std::string, Tensor> tensors;  // views into the mapped file, possibly misaligned (tensor.hpp)
   std::map<std::string, std::string> metadata;
 };
 
 // Maps the file and checks every rule of docs/case-format.md; errors are
-// InvalidInput naming the tensor or header field at fault.
+// InvalidInput naming the tensor or header field at fault (names escaped
+// with printable()). Memory grows with the number of tensors, dimensions and
+// metadata entries the header holds, never with its nesting.
 Expected<SafetensorsFile> read_safetensors(const std::filesystem::path& path);
 Expected<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes, std::shared_ptr<const void> owner);
 Status write_safetensors(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors,

@@ -1,5 +1,8 @@
 // A dense, row-major tensor whose bytes are owned by a vector or by a mapped
-// file (the owner keeps the mapping alive).
+// file (the owner keeps the mapping alive). A tensor read from a file may be
+// misaligned for its dtype (a foreign writer's packing): read its elements
+// with at() or memcpy, as every reader in the library does; as<T>() needs
+// aligned() data.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +47,8 @@ struct Tensor {
   double at(std::size_t index) const { return load_element(dtype, data, index); }
   // Writable bytes; only valid for tensors made by zeros()/from_*().
   std::byte* mutable_data() { return const_cast<std::byte*>(data); }
+  // True when `data` is aligned for typed access through as<T>().
+  bool aligned() const { return reinterpret_cast<std::uintptr_t>(data) % dtype_size(dtype) == 0; }
   template <class T>
   std::span<const T> as() const {
     return {reinterpret_cast<const T*>(data), nbytes / sizeof(T)};

@@ -1,0 +1,153 @@
+// Memory estimates of a case's run. The reference's allocations are those of
+// reference/src/reference.cpp (output and LSE in float64, one Workspace per
+// worker thread: K [L, dk], V [L, dv], Q [rows, dk], S [rows, L], O [rows, dv]
+// with rows = min(64, q_len) * group); keep the two in step.
+#include "pagecheck/limits.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+namespace pagecheck {
+
+namespace {
+
+constexpr std::uint64_t kSaturated = std::numeric_limits<std::uint64_t>::max();
+
+// Products and sums that saturate: a hostile geometry must give a huge
+// estimate, never a wrapped small one.
+std::uint64_t mul(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? kSaturated : out;
+}
+std::uint64_t mul(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t out = 1;
+  for (auto f : factors) out = mul(out, f);
+  return out;
+}
+std::uint64_t add(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? kSaturated : out;
+}
+std::uint64_t non_negative(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
+
+// The reference's tile of query tokens (reference.cpp, kTokensPerTile).
+constexpr std::uint64_t kReferenceTileTokens = 64;
+// The split path's smallest partition (the most partitions it makes).
+constexpr std::uint64_t kSmallestPartition = 128;
+
+std::optional<std::uint64_t> cgroup_limit() {
+  std::ifstream in("/sys/fs/cgroup/memory.max");
+  std::string text;
+  if (!(in >> text) || text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+  try {
+    return std::stoull(text);
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const Case& c, int threads) {
+  MemoryEstimate e;
+  const std::uint64_t num_tokens = non_negative(c.num_tokens()), q_heads = non_negative(c.q_heads());
+  const std::uint64_t kv_heads = std::max<std::uint64_t>(non_negative(c.kv_heads()), 1);
+  const std::uint64_t dk = non_negative(c.key_head_dim()), dv = non_negative(c.v_head_dim());
+  const std::uint64_t group = std::max<std::uint64_t>(q_heads / kv_heads, 1);
+  std::uint64_t longest = 0, longest_q = 0, total_keys = 0;
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
+    longest = std::max(longest, non_negative(c.seq_lens[s]));
+    total_keys = add(total_keys, non_negative(c.seq_lens[s]));
+    if (static_cast<std::size_t>(s) + 1 < c.query_start_loc.size())
+      longest_q = std::max(longest_q, non_negative(static_cast<std::int64_t>(c.query_start_loc[s + 1]) -
+                                                   c.query_start_loc[s]));
+  }
+  const std::uint64_t rows = mul(std::min(kReferenceTileTokens, std::max<std::uint64_t>(longest_q, 1)), group);
+  const std::uint64_t output_elements = mul({num_tokens, q_heads, dv});
+  const std::uint64_t lse_elements = mul(num_tokens, q_heads);
+
+  // Reference: float64 output and LSE, and one workspace per worker.
+  std::uint64_t workers = threads > 0 ? static_cast<std::uint64_t>(threads)
+                                      : std::max<std::uint64_t>(std::thread::hardware_concurrency(), 1);
+  workers = std::clamp<std::uint64_t>(workers, 1, std::max<std::uint64_t>(mul(non_negative(c.num_seqs()), kv_heads), 1));
+  std::uint64_t workspace = 0;
+  for (std::uint64_t elements : {mul(longest, dk), mul(longest, dv), mul(rows, dk), mul(rows, longest), mul(rows, dv),
+                                 mul(rows, 2)})
+    workspace = add(workspace, mul(elements, sizeof(double)));
+  e.reference_bytes = add(mul(add(output_elements, lse_elements), sizeof(double)), mul(workers, workspace));
+
+  // Harness: two float copies of each output (the reference's and a path's
+  // being compared), the recorded output and LSE widened to double.
+  e.harness_bytes = mul(mul(add(output_elements, lse_elements), sizeof(float)), 2);
+  if (c.recorded_output) e.harness_bytes = add(e.harness_bytes, mul(non_negative(c.recorded_output->numel()), sizeof(double)));
+  if (c.recorded_lse) e.harness_bytes = add(e.harness_bytes, mul(non_negative(c.recorded_lse->numel()), sizeof(double)));
+
+  // Device: the case, float outputs, the split workspace at its smallest
+  // partition, the FMHA path's gathered K and V.
+  std::uint64_t device = add(add(c.key_cache.nbytes, c.value_cache.nbytes), c.query.nbytes);
+  device = add(device, mul(c.table.page_indices.size(), sizeof(std::int32_t)));
+  device = add(device, mul(add(output_elements, lse_elements), sizeof(float)));
+  const std::uint64_t partitions = (longest + kSmallestPartition - 1) / kSmallestPartition;
+  device = add(device, mul({lse_elements, partitions, add(dv, 2), sizeof(float)}));
+  const std::uint64_t kv_element = std::max<std::uint64_t>(dtype_size(c.key_cache.dtype), 1);
+  device = add(device, mul({total_keys, kv_heads, add(dk, dv), kv_element}));
+  e.device_bytes = device;
+  return e;
+}
+
+Expected<std::uint64_t> host_memory_limit() {
+  if (const char* text = std::getenv("PAGECHECK_MEMORY_LIMIT"); text != nullptr && *text != '\0') {
+    const std::string value = text;
+    std::size_t used = 0;
+    std::uint64_t number = 0;
+    bool ok = std::isdigit(static_cast<unsigned char>(value[0])) != 0;
+    if (ok) {
+      try {
+        number = std::stoull(value, &used);
+      } catch (...) {
+        ok = false;
+      }
+    }
+    std::uint64_t unit = 1;
+    if (ok && used < value.size()) {
+      const std::string suffix = value.substr(used);
+      if (suffix == "K" || suffix == "k") unit = 1ull << 10;
+      else if (suffix == "M") unit = 1ull << 20;
+      else if (suffix == "G") unit = 1ull << 30;
+      else if (suffix == "T") unit = 1ull << 40;
+      else ok = false;
+    }
+    if (!ok)
+      return invalid_input(fmt::format("PAGECHECK_MEMORY_LIMIT = '{}' is not a size (bytes, or a number with K, M, G "
+                                       "or T)",
+                                       value));
+    return mul(number, unit);
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
+  std::uint64_t physical = pages > 0 && page_size > 0 ? mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page_size))
+                                                      : kSaturated;
+  if (const auto cgroup = cgroup_limit()) physical = std::min(physical, *cgroup);
+  return physical;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes == kSaturated) return "more than 16 EiB";
+  constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return fmt::format("{} bytes", bytes);
+  double value = static_cast<double>(bytes);
+  int unit = -1;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+}  // namespace pagecheck
