@@ -8,6 +8,7 @@
 #include "runner.hpp"
 #include "specs.hpp"
 #include "pagecheck/plan.hpp"
+#include "pagecheck/report.hpp"
 #include "pagecheck/synthetic.hpp"
 
 #ifdef PAGECHECK_HAVE_CUDA
@@ -16,17 +17,27 @@
 
 namespace pagecheck::app {
 
-int cmd_tune(const TuneConfig& config) {
+int cmd_tune(const TuneConfig& config, const Invocation& invocation) {
+  // --json: the same report as run's, without cases; with the reason in
+  // "errors" when tune could not run.
+  OutputOptions out;
+  out.json = config.json;
+  if (const Status ready = prepare_output_file(config.output); !ready.ok()) {
+    fmt::print(stderr, "pagecheck: -o: {}\n", ready.error().describe());
+    return exit_code_for(ready.error().code);
+  }
 #ifdef PAGECHECK_HAVE_CUDA
   const int devices = gpu::device_count();
-  if (devices == 0) {
-    fmt::print(stderr, "pagecheck: tune needs a CUDA device and none is present\n");
-    return exit_code::kRuntime;
-  }
-  if (config.device < 0 || config.device >= devices) {
-    fmt::print(stderr, "pagecheck: --device {}: {} CUDA device{} present\n", config.device, devices,
-               devices == 1 ? "" : "s");
-    return exit_code::kRuntime;
+  if (devices == 0) return report_not_run(out, invocation, "tune needs a CUDA device and none is present");
+  if (config.device < 0 || config.device >= devices)
+    return report_not_run(out, invocation,
+                          fmt::format("--device {}: {} CUDA device{} present", config.device, devices,
+                                      devices == 1 ? "" : "s"));
+  if (!config.json.empty() && config.json != "-") {
+    if (const Status ready = prepare_output_file(config.json); !ready.ok()) {
+      fmt::print(stderr, "pagecheck: --json: {}\n", ready.error().describe());
+      return exit_code_for(ready.error().code);
+    }
   }
   gpu::TuneOptions options;
   options.device = config.device;
@@ -37,31 +48,32 @@ int cmd_tune(const TuneConfig& config) {
   options.head_dim = config.head_dim;
   options.v_head_dim = config.v_head_dim;
   options.num_seqs = config.seqs;
-  auto table = gpu::tune(options, stdout);
-  if (!table.ok()) {
-    fmt::print(stderr, "pagecheck: tune: {}\n", table.error().describe());
-    return exit_code_for(table.error().code);
-  }
+  // With the JSON report on stdout, tune's table goes to stderr.
+  auto table = gpu::tune(options, config.json == "-" ? stderr : stdout);
+  if (!table.ok()) return report_not_run(out, invocation, fmt::format("tune: {}", table.error().describe()));
   const Status written = write_tuning_file(config.output, *table);
-  if (!written.ok()) {
-    fmt::print(stderr, "pagecheck: {}\n", written.error().describe());
-    return exit_code_for(written.error().code);
+  if (!written.ok()) return report_not_run(out, invocation, written.error().describe());
+  fmt::print(config.json == "-" ? stderr : stdout, "wrote {} ({} entr{}); use it with run/replay --tuning {}\n",
+             config.output, table->entries.size(), table->entries.size() == 1 ? "y" : "ies", config.output);
+  if (config.json.empty()) return exit_code::kPass;
+  RunReport report;
+  report.tool_version = PAGECHECK_VERSION;
+  report.command_line = invocation.command_line;
+  const Status json = write_json(config.json, report);
+  if (!json.ok()) {
+    fmt::print(stderr, "pagecheck: --json: {}\n", json.error().describe());
+    return exit_code::kRuntime;
   }
-  fmt::print("wrote {} ({} entr{}); use it with run/replay --tuning {}\n", config.output, table->entries.size(),
-             table->entries.size() == 1 ? "y" : "ies", config.output);
   return exit_code::kPass;
 #else
-  (void)config;
-  fmt::print(stderr, "pagecheck: this build has no GPU paths (built without CUDA): nothing to tune\n");
-  return exit_code::kRuntime;
+  return report_not_run(out, invocation, "this build has no GPU paths (built without CUDA): nothing to tune");
 #endif
 }
 
 int cmd_bench(const BenchConfig& config, const Invocation& invocation) {
-  if (!built_with_cuda()) {
-    fmt::print(stderr, "pagecheck: this build has no GPU paths (built without CUDA): nothing to benchmark\n");
-    return exit_code::kRuntime;
-  }
+  if (!built_with_cuda())
+    return report_not_run(config.out, invocation,
+                          "this build has no GPU paths (built without CUDA): nothing to benchmark");
   ExecOptions exec = config.exec;
   exec.require_gpu = true;  // a benchmark without a GPU measures nothing
   exec.compare_reference = config.check;

@@ -38,10 +38,10 @@ int cmd_list_suite() {
     for (const auto& t : c.targets) targets += (targets.empty() ? "" : ",") + t;
     if (c.fixed) {
       ++fixed;
-      fmt::print("{:<22} {:<32} fixed: {}\n", c.spec.name, targets, c.spec.description);
+      fmt::print("{:<22} {:<34} fixed: {}\n", c.spec.name, targets, c.spec.description);
     } else {
       rows.push_back(c.row);
-      fmt::print("{:<22} {:<32} {}\n", c.spec.name, targets, describe_suite_row(c.row));
+      fmt::print("{:<22} {:<34} {}\n", c.spec.name, targets, describe_suite_row(c.row));
     }
   }
   fmt::print("\n{} cases: {} covering rows (pairwise per path family), {} fixed\n", cases.size(), rows.size(), fixed);
@@ -74,9 +74,7 @@ int cmd_replay(const ReplayConfig& config, const Invocation& invocation) {
   std::vector<CaseSource> sources;
   for (const auto& file : config.files) {
     sources.push_back({file, [file]() -> Expected<Case> {
-                         std::error_code ec;
-                         if (!fs::exists(file, ec)) return invalid_input("no such file", file);
-                         if (fs::is_directory(file, ec)) return invalid_input("is a directory, not a case file", file);
+                         PC_TRY(check_case_path(file));
                          auto c = load_case_file(file);
                          // Whatever made the file unreadable, the input is at
                          // fault: exit 3, naming the file.
@@ -105,6 +103,11 @@ int cmd_gen(const GenConfig& config) {
   if (!specs.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", specs.error().describe());
     return exit_code_for(specs.error().code);
+  }
+  // The output path is checked (and its folder made) before the work.
+  if (const Status ready = prepare_output_file(config.output); !ready.ok()) {
+    fmt::print(stderr, "pagecheck: -o: {}\n", ready.error().describe());
+    return exit_code_for(ready.error().code);
   }
   SyntheticSpec spec = specs->front();
   if (options.name.empty()) spec.name = fs::path(config.output).stem().string();
@@ -136,7 +139,8 @@ int cmd_gen(const GenConfig& config) {
   }
   const Status saved = save_case_file(*c, config.output);
   if (!saved.ok()) {
-    fmt::print(stderr, "pagecheck: {}\n", saved.error().describe());
+    // The writer goes through a temporary file; the message names the file asked for.
+    fmt::print(stderr, "pagecheck: cannot write {}: {}\n", config.output, saved.error().message);
     return exit_code_for(saved.error().code);
   }
   fmt::print("wrote {}: {}\n", config.output, describe_geometry(*c));

@@ -11,7 +11,7 @@ int cmd_list_presets();
 int cmd_replay(const ReplayConfig& config, const Invocation& invocation);
 int cmd_gen(const GenConfig& config);
 int cmd_inspect(const InspectConfig& config);
-int cmd_tune(const TuneConfig& config);
+int cmd_tune(const TuneConfig& config, const Invocation& invocation);
 int cmd_bench(const BenchConfig& config, const Invocation& invocation);
 
 }  // namespace pagecheck::app

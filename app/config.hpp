@@ -50,6 +50,11 @@ struct CaseOptions {
   bool no_share_pages = false;
   bool no_poison = false;
   bool any_geometry_flag = false;  // set by main.cpp from the options' counts
+  // The geometry flags as given, "+seqs64+seq-len8192", in the order of
+  // --help; set by main.cpp. A preset with flags on top is named
+  // "<preset><variant_suffix>" so that its reports and bundles do not
+  // collide with the preset's own.
+  std::string variant_suffix;
 };
 
 // How paths are run and judged (run, replay, bench).
@@ -59,6 +64,7 @@ struct ExecOptions {
   std::optional<double> rtol;
   int device = 0;
   bool require_gpu = false;
+  bool fail_on_skip = false;  // a skipped or n/a selected path fails the run (exit 1)
   bool hot = false;
   int repeats = 20;
   int warmup = 3;
@@ -70,7 +76,8 @@ struct ExecOptions {
   bool compare_reference = true;  // bench: only with --check
 };
 
-// Where results go.
+// Where results go. A report path of "-" is stdout; the terminal table then
+// goes to stderr.
 struct OutputOptions {
   std::string json;
   std::string csv;
@@ -101,12 +108,13 @@ struct GenConfig {
 };
 
 struct InspectConfig {
-  std::string file;
+  std::vector<std::string> files;
   int device = 0;
 };
 
 struct TuneConfig {
   std::string output;  // tuning file to write
+  std::string json;    // --json: a report of the run, with the reason when it could not run
   int device = 0;
   std::vector<std::int64_t> context_lengths;
   std::vector<std::int64_t> partition_sizes;

@@ -85,21 +85,18 @@ void print_table_stats(const Case& c) {
              c.query_start_loc_given ? "" : " (no query_start_loc: one token per sequence)");
 }
 
-}  // namespace
-
-int cmd_inspect(const InspectConfig& config) {
-  std::error_code ec;
-  if (!std::filesystem::exists(config.file, ec)) {
-    fmt::print(stderr, "pagecheck: {}: no such file\n", config.file);
+int inspect_file(const std::string& file, int device) {
+  if (const Status path_ok = check_case_path(file); !path_ok.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", with_label(file, path_ok.error().describe()));
     return exit_code::kInvalidInput;
   }
-  auto loaded = load_case_file(config.file);
+  auto loaded = load_case_file(file);
   if (!loaded.ok()) {
-    fmt::print(stderr, "pagecheck: {}\n", with_label(config.file, loaded.error().describe()));
+    fmt::print(stderr, "pagecheck: {}\n", with_label(file, loaded.error().describe()));
     return exit_code::kInvalidInput;
   }
   const Case& c = *loaded;
-  fmt::print("file:      {}\n", config.file);
+  fmt::print("file:      {}\n", file);
   fmt::print("case:      {}{}{}\n", c.name, c.params.description.empty() ? "" : " - ", c.params.description);
   fmt::print("geometry:  {}\n", describe_geometry(c));
   fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
@@ -120,7 +117,7 @@ int cmd_inspect(const InspectConfig& config) {
   for (const auto& w : validation.warnings) fmt::print("warning:   {}\n", w);
   if (!validation.ok()) {
     for (const auto& e : validation.errors) fmt::print("invalid:   {}\n", e);
-    fmt::print(stderr, "pagecheck: {}: the case does not validate ({} error{})\n", config.file,
+    fmt::print(stderr, "pagecheck: {}: the case does not validate ({} error{})\n", file,
                validation.errors.size(), validation.errors.size() == 1 ? "" : "s");
     return exit_code::kInvalidInput;
   }
@@ -129,7 +126,7 @@ int cmd_inspect(const InspectConfig& config) {
   fmt::print("paths:\n");
   fmt::print("  {:<10} applies (Eigen CPU reference, float64)\n", "reference");
   PathRegistry registry;
-  const auto not_built = register_for_applicability(registry, config.device);
+  const auto not_built = register_for_applicability(registry, device);
   for (const auto& name : gpu_path_names()) {
     if (not_built) {
       fmt::print("  {:<10} {}\n", name, *not_built);
@@ -145,6 +142,20 @@ int cmd_inspect(const InspectConfig& config) {
     else fmt::print("  {:<10} n/a: {}\n", name, a.reason);
   }
   return exit_code::kPass;
+}
+
+}  // namespace
+
+int cmd_inspect(const InspectConfig& config) {
+  // Every file is inspected, even after one that does not load; the most
+  // severe exit code wins.
+  int code = exit_code::kPass;
+  for (std::size_t i = 0; i < config.files.size(); ++i) {
+    if (i > 0) fmt::print("\n");
+    std::fflush(stdout);
+    code = std::max(code, inspect_file(config.files[i], config.device));
+  }
+  return code;
 }
 
 }  // namespace pagecheck::app

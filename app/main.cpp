@@ -10,11 +10,17 @@
 // --version exit 0. No exception leaves main.
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +32,7 @@
 #include "config.hpp"
 #include "runner.hpp"
 #include "pagecheck/status.hpp"
+#include "pagecheck/synthetic.hpp"
 
 namespace {
 
@@ -37,15 +44,119 @@ using namespace pagecheck::app;
 const CLI::Validator kNonNegativeNotNan(
     [](std::string& text) -> std::string {
       double value = 0;
-      if (!CLI::detail::lexical_cast(text, value) || !(value >= 0)) return "must be a number >= 0, got " + text;
+      if (!CLI::detail::lexical_cast(text, value) || !(value >= 0)) return "must be a number >= 0, got '" + text + "'";
       return {};
     },
     "NONNEGATIVE");
+
+const CLI::Validator kPositiveFinite(
+    [](std::string& text) -> std::string {
+      double value = 0;
+      if (!CLI::detail::lexical_cast(text, value) || !(value > 0) || !std::isfinite(value))
+        return "must be a positive number, got '" + text + "'";
+      return {};
+    },
+    "POSITIVE");
+
+// Integer options say what they want ("--seqs: must be a positive integer,
+// got 'abc'"); CLI11's PositiveNumber checks a double and prints its range,
+// 0 to 1.79e308 in 300 digits. Applies to each element of a list option.
+template <typename Int>
+CLI::Validator integer_at_least(Int minimum) {
+  const std::string want = minimum == 1 ? "a positive integer" : fmt::format("an integer >= {}", minimum);
+  return CLI::Validator(
+      [minimum, want](std::string& text) -> std::string {
+        Int value{};
+        const char* end = text.data() + text.size();
+        const auto [stop, error] = std::from_chars(text.data(), end, value);
+        if (error == std::errc::result_out_of_range)
+          return fmt::format("must be {} no larger than {}, got '{}'", want, std::numeric_limits<Int>::max(), text);
+        if (error != std::errc() || stop != end || value < minimum) return fmt::format("must be {}, got '{}'", want, text);
+        return {};
+      },
+      minimum == 1 ? "POSITIVE" : "NONNEGATIVE");
+}
+const CLI::Validator kPositiveInt = integer_at_least<std::int64_t>(1);
+const CLI::Validator kNonNegativeInt = integer_at_least<std::int64_t>(0);
+const CLI::Validator kPositiveInt32 = integer_at_least<int>(1);
+const CLI::Validator kNonNegativeInt32 = integer_at_least<int>(0);
+const CLI::Validator kSeed = integer_at_least<std::uint64_t>(0);
+
+const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench"};
+
+// Edit distance with transpositions ("replya" is one step from "replay").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+std::string nearest(std::string_view word, const std::vector<std::string>& candidates) {
+  std::string best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto& c : candidates) {
+    const std::size_t distance = edit_distance(word, c);
+    if (distance < best_distance) best = c, best_distance = distance;
+  }
+  return best;
+}
+
+// The first argument must be a subcommand (or --help/--version): CLI11 says
+// only "A subcommand is required" for `pagecheck replya x` and for
+// `pagecheck --bogus`. Returns the message when it is not.
+std::optional<std::string> check_subcommand_word(int argc, char** argv) {
+  std::string list;
+  for (const auto& name : kSubcommands) list += (list.empty() ? "" : ", ") + name;
+  if (argc < 2) return fmt::format("a subcommand is required: {} (see pagecheck --help)", list);
+  const std::string_view word = argv[1];
+  if (word == "-h" || word == "--help" || word == "--version") return std::nullopt;
+  if (std::find(kSubcommands.begin(), kSubcommands.end(), word) != kSubcommands.end()) return std::nullopt;
+  std::string bare(word);
+  bare.erase(0, bare.find_first_not_of('-'));
+  const std::string close = nearest(bare, kSubcommands);
+  if (word.rfind('-', 0) == 0)
+    return fmt::format("unknown option '{}': pagecheck itself takes only --help and --version; the subcommand comes "
+                       "first (pagecheck SUBCOMMAND [OPTIONS]); nearest subcommand: '{}'; subcommands: {}",
+                       word, close, list);
+  return fmt::format("'{}' is not a subcommand; did you mean '{}'? Subcommands: {}", word, close, list);
+}
+
+// CLI11's errors, as every other message: "pagecheck: ...", then where to look.
+std::string failure_message(const CLI::App* /*app*/, const CLI::Error& e) {
+  return fmt::format("pagecheck: {}\nRun with --help for the options.\n", e.what());
+}
+
+// "+seqs64+seq-len8192+non-causal": the geometry flags given, in option
+// order, for naming a preset's variant (docs/cli.md "run").
+std::string variant_suffix(const std::vector<CLI::Option*>& geometry) {
+  std::string suffix;
+  for (const auto* o : geometry) {
+    if (o->count() == 0) continue;
+    std::string name = o->get_name();
+    name.erase(0, name.find_first_not_of('-'));
+    suffix += "+" + name;
+    if (o->get_expected_min() == 0) continue;  // a flag
+    std::string value;
+    for (const auto& r : o->results()) value += (value.empty() ? "" : ",") + r;
+    suffix += value;
+  }
+  return suffix;
+}
 
 // Options that describe a synthetic case (run, gen). Returns the options
 // that count as geometry flags, so that main can tell "nothing given".
 std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
   std::vector<CLI::Option*> geometry;
+  // A geometry flag's default is the preset's, else the generator's.
+  const SyntheticSpec base;
+  const auto dflt = [](const auto& value) { return fmt::format(" (default: the preset's, else {})", value); };
   const auto geo = [&](CLI::Option* opt) {
     opt->group("Case");
     geometry.push_back(opt);
@@ -55,43 +166,51 @@ std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
   cmd->add_flag("--list-presets", o.list_presets, "List the presets and exit")->group("Case");
   cmd->add_option("--name", o.name, "Case name")->group("Case");
   cmd->add_option("--description", o.description, "Case description")->group("Case");
-  cmd->add_option("--seed", o.seed, "Generator seed (default 1)")->group("Case");
-  geo(cmd->add_option("--seqs", o.seqs, "Number of sequences")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--q-heads", o.q_heads, "Query heads")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--kv-heads", o.kv_heads, "KV heads")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--head-dim", o.head_dim, "Query/key head dim")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--v-head-dim", o.v_head_dim, "Value head dim (default: head dim)")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--block-size", o.block_size, "Tokens per page")->check(CLI::PositiveNumber));
-  geo(cmd->add_option("--pool-factor", o.pool_factor, "Pool size as a multiple of the pages needed")
-          ->check(CLI::PositiveNumber));
-  auto* seq_len = geo(cmd->add_option("--seq-len", o.seq_len, "Context length of every sequence")
-                          ->check(CLI::PositiveNumber));
+  cmd->add_option("--seed", o.seed, "Generator seed")->check(kSeed)->capture_default_str()->group("Case");
+  geo(cmd->add_option("--seqs", o.seqs, "Number of sequences" + dflt(base.num_seqs))->check(kPositiveInt));
+  geo(cmd->add_option("--q-heads", o.q_heads, "Query heads" + dflt(base.q_heads))->check(kPositiveInt));
+  geo(cmd->add_option("--kv-heads", o.kv_heads, "KV heads" + dflt(base.kv_heads))->check(kPositiveInt));
+  geo(cmd->add_option("--head-dim", o.head_dim, "Query/key head dim" + dflt(base.head_dim))->check(kPositiveInt));
+  geo(cmd->add_option("--v-head-dim", o.v_head_dim, "Value head dim (default: head dim)")->check(kPositiveInt));
+  geo(cmd->add_option("--block-size", o.block_size, "Tokens per page" + dflt(base.block_size))->check(kPositiveInt));
+  geo(cmd->add_option("--pool-factor", o.pool_factor, "Pool size as a multiple of the pages needed" + dflt(base.pool_factor))
+          ->check(kPositiveInt));
+  auto* seq_len = geo(cmd->add_option("--seq-len", o.seq_len, "Context length of every sequence" + dflt(base.seq_len_max))
+                          ->check(kPositiveInt));
   auto* seq_min = geo(cmd->add_option("--seq-len-min", o.seq_len_min, "Uniform context lengths: minimum")
-                          ->check(CLI::PositiveNumber));
+                          ->check(kPositiveInt));
   auto* seq_max = geo(cmd->add_option("--seq-len-max", o.seq_len_max, "Uniform context lengths: maximum")
-                          ->check(CLI::PositiveNumber));
+                          ->check(kPositiveInt));
   auto* seq_list = geo(cmd->add_option("--seq-lens", o.seq_lens, "Context lengths, cycled (comma list)")
-                           ->delimiter(','));
-  geo(cmd->add_flag("--boundary", o.boundary, "Boundary lengths (1, block±1, partition±1, ...) in [min, max]"));
+                           ->delimiter(',')
+                           ->check(kPositiveInt));
+  auto* boundary =
+      geo(cmd->add_flag("--boundary", o.boundary, "Boundary lengths (1, block±1, partition±1, ...) in [min, max]"));
   seq_len->excludes(seq_min)->excludes(seq_max)->excludes(seq_list);
   seq_list->excludes(seq_min)->excludes(seq_max);
-  auto* q_len = geo(cmd->add_option("--q-len", o.q_len, "New query tokens per sequence")->check(CLI::PositiveNumber));
+  boundary->excludes(seq_len)->excludes(seq_list);  // one length, or a list: nothing to pick boundaries from
+  auto* q_len = geo(cmd->add_option("--q-len", o.q_len, "New query tokens per sequence")->check(kPositiveInt));
   auto* q_min = geo(cmd->add_option("--q-len-min", o.q_len_min, "Uniform query lengths: minimum")
-                        ->check(CLI::PositiveNumber));
+                        ->check(kPositiveInt));
   auto* q_max = geo(cmd->add_option("--q-len-max", o.q_len_max, "Uniform query lengths: maximum")
-                        ->check(CLI::PositiveNumber));
+                        ->check(kPositiveInt));
   q_len->excludes(q_min)->excludes(q_max);
-  geo(cmd->add_option("--mode", o.mode, "decode | prefill | chunked | mixed"));
-  geo(cmd->add_option("--kv-dtype", o.kv_dtype, "F32 | F16 | BF16 | F8_E4M3 | F8_E5M2"));
-  geo(cmd->add_option("--q-dtype", o.q_dtype, "F32 | F16 | BF16"));
-  geo(cmd->add_option("--layout", o.layout, "NHD | HND"));
-  geo(cmd->add_option("--table", o.table, "dense (vLLM) | csr (FlashInfer)"));
-  geo(cmd->add_option("--window", o.window, "Sliding window in keys (0: none)")->check(CLI::NonNegativeNumber));
-  geo(cmd->add_option("--softcap", o.softcap, "Logit softcap (0: none)")->check(kNonNegativeNotNan));
-  geo(cmd->add_option("--scale", o.scale, "Logit scale (default 1/sqrt(head_dim))"));
-  geo(cmd->add_option("--k-scale", o.k_scale, "Key dequantisation scale"));
-  geo(cmd->add_option("--v-scale", o.v_scale, "Value dequantisation scale"));
-  geo(cmd->add_option("--profile", o.profile, "Values: gaussian | llm | large-logits"));
+  geo(cmd->add_option("--mode", o.mode,
+                      "decode | prefill | chunked | mixed (a --q-len above 1 implies chunked)" +
+                          dflt(query_mode_name(base.query_mode))));
+  geo(cmd->add_option("--kv-dtype", o.kv_dtype, "F32 | F16 | BF16 | F8_E4M3 | F8_E5M2" + dflt(dtype_name(base.kv_dtype))));
+  geo(cmd->add_option("--q-dtype", o.q_dtype, "F32 | F16 | BF16" + dflt(dtype_name(base.query_dtype))));
+  geo(cmd->add_option("--layout", o.layout, "NHD | HND" + dflt("NHD")));
+  geo(cmd->add_option("--table", o.table, "dense (vLLM) | csr (FlashInfer)" + dflt("dense")));
+  geo(cmd->add_option("--window", o.window, "Sliding window in keys, 0: none" + dflt(base.sliding_window))
+          ->check(kNonNegativeInt));
+  geo(cmd->add_option("--softcap", o.softcap, "Logit softcap, 0: none" + dflt(base.softcap))->check(kNonNegativeNotNan));
+  geo(cmd->add_option("--scale", o.scale, "Logit scale (default 1/sqrt(head_dim))")->check(kPositiveFinite));
+  geo(cmd->add_option("--k-scale", o.k_scale, "Key dequantisation scale (default: the preset's, else 1)")
+          ->check(kPositiveFinite));
+  geo(cmd->add_option("--v-scale", o.v_scale, "Value dequantisation scale (default: the preset's, else 1)")
+          ->check(kPositiveFinite));
+  geo(cmd->add_option("--profile", o.profile, "Values: gaussian | llm | large-logits" + dflt(value_profile_name(base.profile))));
   geo(cmd->add_flag("--non-causal", o.non_causal, "Attend to every key, not only earlier ones"));
   geo(cmd->add_flag("--no-share-pages", o.no_share_pages, "Do not share pages between sequences"));
   geo(cmd->add_flag("--no-poison", o.no_poison, "Do not fill unused pages and slots with NaN"));
@@ -111,25 +230,40 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
   cmd->add_option("--rtol", e.rtol, "Relative tolerance (overrides the per-dtype default)")
       ->check(kNonNegativeNotNan)
       ->group(g);
-  cmd->add_option("--device", e.device, "CUDA device index")->check(CLI::NonNegativeNumber)->group(g);
+  cmd->add_option("--device", e.device, "CUDA device index")->check(kNonNegativeInt32)->capture_default_str()->group(g);
   if (!bench) cmd->add_flag("--require-gpu", e.require_gpu, "A missing GPU is a failure (exit 4)")->group(g);
-  cmd->add_flag("--hot", e.hot, "Do not flush L2 between timed repeats")->group(g);
-  cmd->add_option("--repeats", e.repeats, "Timed repeats (median reported)")->check(CLI::PositiveNumber)->group(g);
-  cmd->add_option("--warmup", e.warmup, "Warm-up runs before timing")->check(CLI::NonNegativeNumber)->group(g);
-  cmd->add_flag("--no-timing", e.no_timing, "Correctness only: no timed repeats")->group(g);
+  cmd->add_flag("--fail-on-skip", e.fail_on_skip, "A skipped or n/a selected path fails the run (exit 1)")->group(g);
+  auto* hot = cmd->add_flag("--hot", e.hot, "Do not flush L2 between timed repeats")->group(g);
+  auto* repeats = cmd->add_option("--repeats", e.repeats, "Timed repeats (median reported)")
+                      ->check(kPositiveInt32)
+                      ->capture_default_str()
+                      ->group(g);
+  auto* warmup = cmd->add_option("--warmup", e.warmup, "Warm-up runs before timing")
+                     ->check(kNonNegativeInt32)
+                     ->capture_default_str()
+                     ->group(g);
+  cmd->add_flag("--no-timing", e.no_timing, "Correctness only: no timed repeats")
+      ->excludes(hot)
+      ->excludes(repeats)
+      ->excludes(warmup)
+      ->group(g);
   cmd->add_flag("--no-checks", e.no_checks, "Skip the repeatability and graph-replay checks")->group(g);
-  cmd->add_option("--plan", e.plan, "Decode plan: direct | split:PARTITION:THRESHOLD")->group(g);
+  cmd->add_option("--plan", e.plan, "Decode plan: direct | split:PARTITION:THRESHOLD (default: the heuristic, or --tuning)")
+      ->group(g);
   cmd->add_option("--tuning", e.tuning_file, "Tuning file written by `pagecheck tune`")->group(g);
-  cmd->add_option("--threads", e.threads, "Reference threads (0: all cores)")->check(CLI::NonNegativeNumber)->group(g);
+  cmd->add_option("--threads", e.threads, "Reference threads (0: all cores)")
+      ->check(kNonNegativeInt32)
+      ->capture_default_str()
+      ->group(g);
 }
 
 void add_output_options(CLI::App* cmd, OutputOptions& o) {
   const char* g = "Output";
-  cmd->add_option("--json", o.json, "Write the report as JSON")->group(g);
-  cmd->add_option("--csv", o.csv, "Write one CSV row per case and path")->group(g);
-  cmd->add_option("--junit", o.junit, "Write JUnit XML (for CI)")->group(g);
+  cmd->add_option("--json", o.json, "Write the report as JSON (-: stdout, the table then goes to stderr)")->group(g);
+  cmd->add_option("--csv", o.csv, "Write one CSV row per case and path (-: stdout)")->group(g);
+  cmd->add_option("--junit", o.junit, "Write JUnit XML, for CI (-: stdout)")->group(g);
   cmd->add_option("--save-failing", o.save_failing, "Write a replay bundle for each failing case into DIR")->group(g);
-  cmd->add_flag("-q,--quiet", o.quiet, "Only the summary line")->group(g);
+  cmd->add_flag("-q,--quiet", o.quiet, "Only the summary line and the list of failures")->group(g);
   cmd->add_flag("--no-color", o.no_color, "No ANSI colors (also: NO_COLOR set, or not a terminal)")->group(g);
 }
 
@@ -150,6 +284,7 @@ int real_main(int argc, char** argv) {
                "paths and an Eigen CPU reference, and reports the error and throughput of each path."};
   app.set_version_flag("--version", std::string("pagecheck ") + PAGECHECK_VERSION);
   app.require_subcommand(1);
+  app.failure_message(failure_message);
   app.footer(
       "Exit codes: 0 every path that ran passed, 1 a path failed, 2 usage error, 3 invalid input, 4 runtime failure.\n"
       "See docs/cli.md.");
@@ -173,37 +308,54 @@ int real_main(int argc, char** argv) {
   auto* gen_cmd = app.add_subcommand("gen", "Write one synthetic case file");
   add_case_options(gen_cmd, gen.cases);
   gen_cmd->add_option("-o,--output", gen.output, "Case file to write")->required();
-  gen_cmd->add_flag("--with-output", gen.with_output, "Store the reference output and LSE as the recorded result");
+  auto* with_output =
+      gen_cmd->add_flag("--with-output", gen.with_output, "Store the reference output and LSE as the recorded result");
   gen_cmd->add_option("--output-dtype", gen.output_dtype, "dtype of the recorded output: F32, F16 or BF16")
-      ->check(CLI::IsMember({"F32", "F16", "BF16"}, CLI::ignore_case));
-  gen_cmd->add_option("--threads", gen.threads, "Reference threads (0: all cores)")->check(CLI::NonNegativeNumber);
+      ->check(CLI::IsMember({"F32", "F16", "BF16"}, CLI::ignore_case))
+      ->capture_default_str()
+      ->needs(with_output);  // without a recorded output there is nothing to round
+  gen_cmd->add_option("--threads", gen.threads, "Reference threads (0: all cores)")
+      ->check(kNonNegativeInt32)
+      ->capture_default_str();
 
   InspectConfig inspect;
-  auto* inspect_cmd = app.add_subcommand("inspect", "Show a case file's geometry, table statistics, validity, paths");
-  inspect_cmd->add_option("file", inspect.file, "Case file")->required();
-  inspect_cmd->add_option("--device", inspect.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  auto* inspect_cmd = app.add_subcommand("inspect", "Show case files' geometry, table statistics, validity, paths");
+  inspect_cmd->add_option("files", inspect.files, "Case files")->required();
+  inspect_cmd->add_option("--device", inspect.device, "CUDA device index")
+      ->check(kNonNegativeInt32)
+      ->capture_default_str();
 
   TuneConfig tune;
   auto* tune_cmd = app.add_subcommand("tune", "Measure direct against split-KV decode; write a tuning file (GPU)");
   tune_cmd->add_option("-o,--output", tune.output, "Tuning file to write")->required();
-  tune_cmd->add_option("--device", tune.device, "CUDA device index")->check(CLI::NonNegativeNumber);
-  tune_cmd->add_option("--contexts", tune.context_lengths, "Context lengths to sweep (comma list)")->delimiter(',');
-  tune_cmd->add_option("--partitions", tune.partition_sizes, "Partition sizes to sweep (comma list)")->delimiter(',');
-  tune_cmd->add_option("--q-heads", tune.q_heads, "Query heads")->check(CLI::PositiveNumber);
-  tune_cmd->add_option("--kv-heads", tune.kv_heads, "KV heads")->check(CLI::PositiveNumber);
-  tune_cmd->add_option("--head-dim", tune.head_dim, "Head dim")->check(CLI::PositiveNumber);
-  tune_cmd->add_option("--v-head-dim", tune.v_head_dim, "Value head dim")->check(CLI::PositiveNumber);
-  tune_cmd->add_option("--seqs", tune.seqs, "Batch size (0: several)")->check(CLI::NonNegativeNumber);
+  tune_cmd->add_option("--json", tune.json, "Write a JSON report: the outcome, or why it could not run (-: stdout)");
+  tune_cmd->add_option("--device", tune.device, "CUDA device index")->check(kNonNegativeInt32)->capture_default_str();
+  tune_cmd->add_option("--contexts", tune.context_lengths, "Context lengths to sweep (comma list; default: built in)")
+      ->delimiter(',')
+      ->check(kPositiveInt);
+  tune_cmd->add_option("--partitions", tune.partition_sizes, "Partition sizes to sweep (comma list; default: built in)")
+      ->delimiter(',')
+      ->check(kPositiveInt);
+  tune_cmd->add_option("--q-heads", tune.q_heads, "Query heads")->check(kPositiveInt)->capture_default_str();
+  tune_cmd->add_option("--kv-heads", tune.kv_heads, "KV heads")->check(kPositiveInt)->capture_default_str();
+  tune_cmd->add_option("--head-dim", tune.head_dim, "Head dim")->check(kPositiveInt)->capture_default_str();
+  tune_cmd->add_option("--v-head-dim", tune.v_head_dim, "Value head dim")->check(kPositiveInt)->capture_default_str();
+  tune_cmd->add_option("--seqs", tune.seqs, "Batch size (0: several)")->check(kNonNegativeInt)->capture_default_str();
 
   BenchConfig bench;
   auto* bench_cmd = app.add_subcommand("bench", "Benchmark the GPU paths on the served shapes (GPU)");
   bench_cmd->add_option("--shapes", bench.shapes, "decode | prefill | all")
-      ->check(CLI::IsMember({"decode", "prefill", "all"}));
-  bench_cmd->add_option("--seed", bench.seed, "Generator seed");
+      ->check(CLI::IsMember({"decode", "prefill", "all"}))
+      ->capture_default_str();
+  bench_cmd->add_option("--seed", bench.seed, "Generator seed")->check(kSeed)->capture_default_str();
   bench_cmd->add_flag("--check", bench.check, "Also compare with the CPU reference (slow on the long shapes)");
   add_exec_options(bench_cmd, bench.exec, true);
   add_output_options(bench_cmd, bench.out);
 
+  if (const auto wrong = check_subcommand_word(argc, argv)) {
+    fmt::print(stderr, "pagecheck: {}\n", *wrong);
+    return exit_code::kUsage;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -231,6 +383,7 @@ int real_main(int argc, char** argv) {
   };
   if (run_cmd->parsed()) {
     run.cases.any_geometry_flag = any_counted(run_geometry);
+    run.cases.variant_suffix = variant_suffix(run_geometry);
     run.cases.seed_given = run_cmd->get_option("--seed")->count() > 0;
     return cmd_run(run, invocation);
   }
@@ -240,7 +393,7 @@ int real_main(int argc, char** argv) {
     return cmd_gen(gen);
   }
   if (inspect_cmd->parsed()) return cmd_inspect(inspect);
-  if (tune_cmd->parsed()) return cmd_tune(tune);
+  if (tune_cmd->parsed()) return cmd_tune(tune, invocation);
   if (bench_cmd->parsed()) return cmd_bench(bench, invocation);
   fmt::print(stderr, "pagecheck: no subcommand (see --help)\n");
   return exit_code::kUsage;
@@ -249,6 +402,10 @@ int real_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A reader that goes away (`pagecheck run | head`) must not kill the run
+  // before its reports are written: writes to it fail instead (EPIPE), and
+  // the runner stops printing the table.
+  std::signal(SIGPIPE, SIG_IGN);
   // The one place that turns anything unexpected into an exit code.
   try {
     return real_main(argc, argv);

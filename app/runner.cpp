@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,11 +28,37 @@ namespace fs = std::filesystem;
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
 
-bool stdout_wants_color(bool no_color) {
+bool stream_wants_color(std::FILE* stream, bool no_color) {
   if (no_color || std::getenv("NO_COLOR") != nullptr) return false;
   const char* term = std::getenv("TERM");
   if (term != nullptr && std::string_view(term) == "dumb") return false;
-  return ::isatty(STDOUT_FILENO) == 1;
+  return ::isatty(::fileno(stream)) == 1;
+}
+
+Status check_case_path(const std::string& file) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(file, ec);
+  if (!fs::exists(st)) return invalid_input("no such file", file);
+  if (fs::is_directory(st)) return invalid_input("is a directory, not a case file", file);
+  return {};
+}
+
+Status prepare_output_file(const std::string& path) {
+  if (path == "-") return {};
+  std::error_code ec;
+  const fs::path target(path);
+  if (fs::is_directory(target, ec)) return runtime_error("is a folder; give a file name", path);
+  const fs::path parent = target.parent_path();
+  if (!parent.empty()) {
+    fs::create_directories(parent, ec);
+    if (ec) return runtime_error(fmt::format("cannot create its folder {}: {}", parent.string(), ec.message()), path);
+  }
+  const bool exists = fs::exists(target, ec);
+  const std::string probe = exists ? path : (parent.empty() ? std::string(".") : parent.string());
+  if (::access(probe.c_str(), W_OK) != 0)
+    return runtime_error(exists ? "cannot be written (no permission)" : fmt::format("folder {} cannot be written", probe),
+                         path);
+  return {};
 }
 
 std::string with_label(const std::string& label, const std::string& message) {
@@ -81,16 +108,28 @@ Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>&
 
 namespace {
 
-// A progress line on stderr, only when stderr is a terminal.
+// Progress on stderr. On a terminal: one line rewritten in place. Elsewhere
+// (a CI log): a plain line at most once per interval, the first only after
+// one interval, so short runs print none.
 class Progress {
  public:
-  explicit Progress(bool enabled) : enabled_(enabled) {}
+  enum class Mode { Off, Terminal, Periodic };
+  Progress(Mode mode, std::chrono::duration<double> interval)
+      : mode_(mode), interval_(interval), last_(std::chrono::steady_clock::now()) {}
   ~Progress() { clear(); }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
   void update(std::size_t index, std::size_t total, const std::string& name, std::string_view step) {
-    if (!enabled_) return;
+    if (mode_ == Mode::Periodic) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_ < interval_) return;
+      last_ = now;
+      fmt::print(stderr, "pagecheck: case {}/{} ({}) {}\n", index + 1, total, name, step);
+      std::fflush(stderr);
+      return;
+    }
+    if (mode_ != Mode::Terminal) return;
     std::string text = fmt::format("[{}/{}] {}: {}", index + 1, total, name, step);
     if (text.size() > 100) text.resize(100);
     fmt::print(stderr, "\r\x1b[K{}", text);
@@ -105,9 +144,95 @@ class Progress {
   }
 
  private:
-  bool enabled_ = false;
+  Mode mode_ = Mode::Off;
+  std::chrono::duration<double> interval_;
+  std::chrono::steady_clock::time_point last_;
   bool shown_ = false;
 };
+
+// The seconds between progress lines off a terminal: 10, or
+// PAGECHECK_PROGRESS_SECONDS (docs/cli.md "Environment").
+Expected<double> progress_interval() {
+  const char* text = std::getenv("PAGECHECK_PROGRESS_SECONDS");
+  if (text == nullptr || *text == '\0') return 10.0;
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds >= 0) || !std::isfinite(seconds))
+    return usage_error(fmt::format("PAGECHECK_PROGRESS_SECONDS='{}' is not a number of seconds >= 0", text));
+  return seconds;
+}
+
+// The terminal table's stream. When its reader goes away (EPIPE: main
+// ignores SIGPIPE) the table stops and the run goes on to write its reports.
+class Table {
+ public:
+  explicit Table(std::FILE* out) : out_(out) {}
+  template <typename Print>
+  void print(Print&& print) {
+    if (gone_) return;
+    try {
+      print(out_);
+      std::fflush(out_);
+    } catch (const std::exception&) {
+      gone_ = true;  // fmt throws when a write fails
+    }
+    if (std::ferror(out_)) gone_ = true;
+  }
+
+ private:
+  std::FILE* out_;
+  bool gone_ = false;
+};
+
+struct ReportTarget {
+  std::string option;  // --json, --csv, --junit
+  std::string path;
+  Status (*write)(const std::string&, const RunReport&);
+};
+
+std::vector<ReportTarget> report_targets(const OutputOptions& out) {
+  std::vector<ReportTarget> targets;
+  for (ReportTarget t : {ReportTarget{"--json", out.json, write_json}, ReportTarget{"--csv", out.csv, write_csv},
+                         ReportTarget{"--junit", out.junit, write_junit}})
+    if (!t.path.empty()) targets.push_back(std::move(t));
+  return targets;
+}
+
+// Usage (two reports on stdout) and the paths, before anything runs. Prints
+// the error; returns its exit code, 0 when all is well.
+int check_report_targets(const std::vector<ReportTarget>& targets) {
+  std::vector<std::string> on_stdout;
+  for (const auto& t : targets)
+    if (t.path == "-") on_stdout.push_back(t.option);
+  if (on_stdout.size() > 1) {
+    fmt::print(stderr, "pagecheck: {} write to stdout ('-'); only one report can\n", fmt::join(on_stdout, " and "));
+    return exit_code::kUsage;
+  }
+  for (const auto& t : targets) {
+    const Status ready = prepare_output_file(t.path);
+    if (!ready.ok()) {
+      fmt::print(stderr, "pagecheck: {}: {}\n", t.option, ready.error().describe());
+      return exit_code::kRuntime;
+    }
+  }
+  return exit_code::kPass;
+}
+
+bool any_report_on_stdout(const std::vector<ReportTarget>& targets) {
+  return std::any_of(targets.begin(), targets.end(), [](const ReportTarget& t) { return t.path == "-"; });
+}
+
+// Writes every report; returns the exit code raised to 4 when one fails.
+int write_reports(const std::vector<ReportTarget>& targets, const RunReport& report, int code) {
+  for (const auto& t : targets) {
+    const Status s = t.write(t.path, report);
+    if (!s.ok()) {
+      fmt::print(stderr, "pagecheck: {}: {}\n", t.option, s.error().describe());
+      code = std::max(code, exit_code::kRuntime);
+    }
+  }
+  return code;
+}
 
 // One path's result kept for a --save-failing bundle.
 struct PathOutput {
@@ -454,6 +579,17 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
 
 }  // namespace
 
+int report_not_run(const OutputOptions& out, const Invocation& invocation, const std::string& reason) {
+  const auto targets = report_targets(out);
+  if (const int code = check_report_targets(targets); code != exit_code::kPass) return code;
+  fmt::print(stderr, "pagecheck: {}\n", reason);
+  RunReport report;
+  report.tool_version = PAGECHECK_VERSION;
+  report.command_line = invocation.command_line;
+  report.errors.push_back(reason);
+  return write_reports(targets, report, report_exit_code(report));
+}
+
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
               const Invocation& invocation) {
   // Everything that can be wrong with the options is checked before the
@@ -476,7 +612,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   if (!exec.plan.empty()) {
     auto plan = parse_plan(exec.plan);
     if (!plan.ok()) {
-      fmt::print(stderr, "pagecheck: --plan: {}\n", plan.error().describe());
+      fmt::print(stderr, "pagecheck: {}\n", plan.error().describe());
       return exit_code::kUsage;
     }
     run_options.plan = *plan;
@@ -484,10 +620,29 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   if (!exec.tuning_file.empty()) {
     auto tuning = read_tuning_file(exec.tuning_file);
     if (!tuning.ok()) {
-      fmt::print(stderr, "pagecheck: --tuning {}: {}\n", exec.tuning_file, tuning.error().describe());
+      fmt::print(stderr, "pagecheck: --tuning: {}\n", with_label(exec.tuning_file, tuning.error().describe()));
       return exit_code_for(tuning.error().code);
     }
   }
+  const auto interval = progress_interval();
+  if (!interval.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", interval.error().describe());
+    return exit_code::kUsage;
+  }
+  const auto targets = report_targets(out);
+  if (const int code = check_report_targets(targets); code != exit_code::kPass) return code;
+  if (!out.save_failing.empty()) {
+    std::error_code ec;
+    if (fs::exists(out.save_failing, ec) && !fs::is_directory(out.save_failing, ec)) {
+      fmt::print(stderr, "pagecheck: --save-failing: {}: is a file, not a folder\n", out.save_failing);
+      return exit_code::kRuntime;
+    }
+  }
+
+  RunReport report;
+  report.tool_version = PAGECHECK_VERSION;
+  report.command_line = invocation.command_line;
+  report.fail_on_skip = exec.fail_on_skip;
 
   PathRegistry registry;
   GpuSetup gpu;
@@ -495,24 +650,30 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   if (wants_gpu || exec.require_gpu) {
     auto setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
     if (!setup.ok()) {
+      // Nothing runs; the reports still say why.
       fmt::print(stderr, "pagecheck: {}\n", setup.error().describe());
-      return exit_code_for(setup.error().code);
+      report.errors.push_back(setup.error().describe());
+      return write_reports(targets, report, std::max(report_exit_code(report), exit_code_for(setup.error().code)));
     }
     gpu = std::move(*setup);
   }
-
-  const bool color = stdout_wants_color(out.no_color);
-  RunReport report;
-  report.tool_version = PAGECHECK_VERSION;
-  report.command_line = invocation.command_line;
   report.device = gpu.device;
+
+  // With a report on stdout the table goes to stderr.
+  Table table(any_report_on_stdout(targets) ? stderr : stdout);
+  std::FILE* const table_stream = any_report_on_stdout(targets) ? stderr : stdout;
+  const bool color = stream_wants_color(table_stream, out.no_color);
   if (!out.quiet) {
-    if (gpu.device) print_device(stdout, *gpu.device);
-    else if (wants_gpu) fmt::print(stdout, "GPU paths skipped: {}\n", gpu.unavailable);
-    std::fflush(stdout);
+    table.print([&](std::FILE* f) {
+      if (gpu.device) print_device(f, *gpu.device);
+      else if (wants_gpu) fmt::print(f, "GPU paths skipped: {}\n", gpu.unavailable);
+    });
   }
 
-  Progress progress(!out.quiet && stderr_is_terminal());
+  Progress progress(out.quiet                ? Progress::Mode::Off
+                    : stderr_is_terminal()   ? Progress::Mode::Terminal
+                                             : Progress::Mode::Periodic,
+                    std::chrono::duration<double>(*interval));
   std::set<std::string> bundle_names;
   int bundle_code = exit_code::kPass;
   for (std::size_t i = 0; i < sources.size(); ++i) {
@@ -537,8 +698,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
       bad.name = source.label;
       bad.errors.push_back(loaded.error().describe());
       fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
-      if (!out.quiet) print_case(stdout, bad, report.device, color);
-      std::fflush(stdout);
+      if (!out.quiet) table.print([&](std::FILE* f) { print_case(f, bad, report.device, color, gpu.unavailable); });
       report.cases.push_back(std::move(bad));
       continue;
     }
@@ -549,7 +709,8 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     if (!outcome.report.errors.empty())
       fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label,
                  fmt::join(outcome.report.errors, "; "));
-    if (!out.quiet) print_case(stdout, outcome.report, report.device, color);
+    if (!out.quiet)
+      table.print([&](std::FILE* f) { print_case(f, outcome.report, report.device, color, gpu.unavailable); });
 
     if (outcome.failing && !out.save_failing.empty()) {
       std::string dir_name = safe_dir_name(c.name);
@@ -557,32 +718,42 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
       bundle_names.insert(dir_name);
       auto saved = save_bundle(out.save_failing, dir_name, c, outcome, *paths, exec, invocation, report);
       if (saved.ok()) {
-        if (!out.quiet) fmt::print(stdout, "  saved failing case to {}\n", saved->string());
+        if (!out.quiet) table.print([&](std::FILE* f) { fmt::print(f, "  saved failing case to {}\n", saved->string()); });
       } else {
         fmt::print(stderr, "pagecheck: --save-failing: {}\n", saved.error().describe());
         bundle_code = exit_code::kRuntime;
       }
     }
-    std::fflush(stdout);
     report.cases.push_back(std::move(outcome.report));
   }
   progress.clear();
-  print_summary(stdout, report);
-  std::fflush(stdout);
+  // The summary, then what failed (under -q on stderr: stdout holds only the
+  // summary line), so that a CI log shows it without scrolling.
+  table.print([&](std::FILE* f) {
+    print_summary(f, report);
+    if (!out.quiet) print_failures(f, report);
+  });
+  if (out.quiet) print_failures(stderr, report);
 
-  int code = std::max(report_exit_code(report), bundle_code);
-  const auto write = [&](const std::string& path, Status (*writer)(const std::string&, const RunReport&)) {
-    if (path.empty()) return;
-    const Status s = writer(path, report);
-    if (!s.ok()) {
-      fmt::print(stderr, "pagecheck: {}\n", s.error().describe());
-      code = std::max(code, exit_code::kRuntime);
-    }
-  };
-  write(out.json, write_json);
-  write(out.csv, write_csv);
-  write(out.junit, write_junit);
-  return code;
+  // A run where no GPU path ran checked far less than it seems to.
+  const bool any_case_ran = std::any_of(report.cases.begin(), report.cases.end(),
+                                        [](const CaseReport& c) { return !c.paths.empty(); });
+  if (wants_gpu && any_case_ran) {
+    bool gpu_ran = false;
+    for (const auto& c : report.cases)
+      for (const auto& p : c.paths)
+        if (p.path != "reference" && (p.status == PathStatus::Pass || p.status == PathStatus::Fail ||
+                                      p.status == PathStatus::Error))
+          gpu_ran = true;
+    const bool reference_selected = std::find(paths->begin(), paths->end(), "reference") != paths->end();
+    if (!gpu_ran)
+      fmt::print(stderr, "pagecheck: warning: no GPU path ran ({}): {}{}\n",
+                 gpu.unavailable.empty() ? "every selected GPU path was skipped or n/a" : gpu.unavailable,
+                 reference_selected ? "only the reference was checked" : "nothing was checked",
+                 exec.fail_on_skip ? "" : "; --require-gpu or --fail-on-skip make this a failure");
+  }
+
+  return write_reports(targets, report, std::max(report_exit_code(report), bundle_code));
 }
 
 }  // namespace pagecheck::app

@@ -3,6 +3,7 @@
 // report, bundles of failing cases).
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,9 +29,26 @@ std::vector<std::string> known_path_names();
 Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>& requested,
                                                  const std::vector<std::string>& defaults);
 
-// Runs every source and writes the outputs; returns the exit code.
+// Runs every source and writes the outputs; returns the exit code. The
+// report paths are checked (and their folders made) before the first case
+// runs; a reader of the table that goes away does not stop the run.
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
               const Invocation& invocation);
+
+// For a command that cannot run at all (bench or tune without a GPU): says
+// why on stderr, still writes the requested reports with the reason (so CI
+// finds one), and returns exit 4. `json` etc. as in OutputOptions.
+int report_not_run(const OutputOptions& out, const Invocation& invocation, const std::string& reason);
+
+// Before anything runs: makes the parent folders of an output file and
+// refuses a folder or a place that cannot be written (exit 4), naming the
+// path. "-" (stdout) passes.
+Status prepare_output_file(const std::string& path);
+
+// A path given as a case file that is not one: "no such file", "is a
+// directory, not a case file" (invalid input, exit 3), the same for replay
+// and inspect.
+Status check_case_path(const std::string& file);
 
 // "label: message", unless the message already starts with the label.
 std::string with_label(const std::string& label, const std::string& message);
@@ -38,8 +56,9 @@ std::string with_label(const std::string& label, const std::string& message);
 // Shell-quotes one argument (single quotes where needed).
 std::string shell_quote(const std::string& arg);
 
-// Terminal checks: a progress line only on a terminal, color only on one.
+// Terminal checks: color only on a terminal (and not with --no-color,
+// NO_COLOR or TERM=dumb).
 bool stderr_is_terminal();
-bool stdout_wants_color(bool no_color);
+bool stream_wants_color(std::FILE* stream, bool no_color);
 
 }  // namespace pagecheck::app

@@ -67,6 +67,20 @@ Status apply_flags(const CaseOptions& o, SyntheticSpec& spec) {
     const auto mode = parse_query_mode(o.mode);
     if (!mode) return usage_error(fmt::format("'{}' is not a mode; use decode, prefill, chunked or mixed", o.mode), "--mode");
     spec.query_mode = *mode;
+    // Query lengths the mode would ignore are refused, not dropped.
+    const std::string q_option = o.q_len > 0       ? fmt::format("--q-len {}", o.q_len)
+                                 : o.q_len_min > 0 ? fmt::format("--q-len-min {}", o.q_len_min)
+                                 : o.q_len_max > 0 ? fmt::format("--q-len-max {}", o.q_len_max)
+                                                   : std::string();
+    const bool one_token = o.q_len == 1 && o.q_len_min == 0 && o.q_len_max == 0;
+    if (*mode == QueryMode::Decode && !q_option.empty() && !one_token)
+      return usage_error(fmt::format("--mode decode has one query token per sequence, which contradicts {}; use "
+                                     "--mode chunked (or mixed) for longer queries",
+                                     q_option));
+    if (*mode == QueryMode::Prefill && !q_option.empty())
+      return usage_error(fmt::format("--mode prefill queries every token of the context (q_len = seq_len), which "
+                                     "contradicts {}; use --mode chunked for new tokens over a cached context",
+                                     q_option));
   }
   if (o.q_len > 0) {
     spec.q_len_dist = LengthDist::Fixed;
@@ -147,6 +161,9 @@ Expected<std::vector<SyntheticSpec>> build_specs(const CaseOptions& options) {
       return usage_error(fmt::format("unknown preset '{}'; presets: {}", name, known), "--preset");
     }
     PC_TRY(apply_flags(options, *spec));
+    // Flags on top of a preset make a variant: named so that its report rows
+    // and bundle folder do not collide with the preset's own.
+    spec->name += options.variant_suffix;
     specs.push_back(std::move(*spec));
   }
   if (!options.name.empty()) {
@@ -160,6 +177,7 @@ Expected<std::vector<SyntheticSpec>> build_specs(const CaseOptions& options) {
 std::string describe_geometry(const Case& c) {
   std::string mode;
   std::int64_t min_q = -1, max_q = 0, min_ctx = -1, max_ctx = 0;
+  bool all_prefill = true, any_decode = false;
   for (std::int64_t s = 0; s < c.num_seqs(); ++s) {
     // In 64 bits: the case may not have validated yet, and INT32_MAX - INT32_MIN
     // overflows the int that Case::q_len subtracts in.
@@ -171,10 +189,17 @@ std::string describe_geometry(const Case& c) {
     max_q = std::max(max_q, q);
     min_ctx = min_ctx < 0 ? ctx : std::min(min_ctx, ctx);
     max_ctx = std::max(max_ctx, ctx);
+    if (q != ctx) all_prefill = false;
+    if (q == 1 && ctx > 1) any_decode = true;
   }
+  // The words of --mode, from the query lengths: decode (one token per
+  // sequence), prefill (every token of the context), mixed (decode sequences
+  // next to longer queries), chunked (new tokens over a cached context).
   if (max_q <= 1) mode = "decode";
-  else if (min_q == 1) mode = fmt::format("mixed (q_len 1..{})", max_q);
-  else mode = min_q == max_q ? fmt::format("prefill (q_len {})", max_q) : fmt::format("prefill (q_len {}..{})", min_q, max_q);
+  else if (all_prefill) mode = "prefill";
+  else if (any_decode) mode = "mixed";
+  else mode = "chunked";
+  if (max_q > 1) mode += min_q == max_q ? fmt::format(" (q_len {})", max_q) : fmt::format(" (q_len {}..{})", min_q, max_q);
 
   std::string dims = c.v_head_dim() == c.head_dim() ? fmt::format("d{}", c.head_dim())
                                                      : fmt::format("d{}/{}", c.head_dim(), c.v_head_dim());

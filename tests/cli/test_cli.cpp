@@ -2,7 +2,11 @@
 // round trips and failure bundles. Each test runs `pagecheck` as a user would
 // (stdout and stderr to files, so never a terminal) and checks what it left.
 #include <doctest/doctest.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <filesystem>
@@ -67,6 +71,40 @@ Result run_tool(const std::string& args, const std::string& env = "") {
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::size_t count_of(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// Runs the binary with its stdout a pipe whose reader is already gone, as
+// after `pagecheck run | head -3` once head exits, and SIGPIPE at its default
+// action, as a shell leaves it. Returns the exit code, or 128 + the signal.
+int run_with_reader_gone(const std::vector<std::string>& args) {
+  const std::string dir = work_dir().string();
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  ::close(fds[0]);  // the reader is gone before the first write
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    std::signal(SIGPIPE, SIG_DFL);
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::dup2(fds[1], STDOUT_FILENO);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, STDERR_FILENO);
+    std::vector<char*> argv = {const_cast<char*>(PAGECHECK_BIN)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(PAGECHECK_BIN, argv.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
 
 nlohmann::json read_json(const fs::path& p) { return nlohmann::json::parse(read_file(p)); }
 
@@ -204,7 +242,7 @@ TEST_CASE("inspect and replay print an unvalidated hostile case without overflow
 
   Result r = run_tool("inspect hostile_geometry.safetensors");
   CHECK(r.rc == 3);
-  CHECK(contains(r.out, "prefill (q_len 4294967295)"));  // not a wrapped -1 read as decode
+  CHECK(contains(r.out, "chunked (q_len 4294967295)"));  // not a wrapped -1 read as decode
   CHECK(contains(r.out, "q_len:     min 4294967295"));
   CHECK(contains(r.out, "1 entries needed"));  // seq_len 100 needs one page of any size
   CHECK(contains(r.out, "1 out of range"));
@@ -399,4 +437,280 @@ TEST_CASE("no progress line and no color in a pipe") {
   CHECK(!contains(r.err, "\r"));
   CHECK(!contains(r.err, "\x1b["));
   CHECK(!contains(r.out, "\x1b["));
+}
+
+TEST_CASE("integer options say what they want, for 0, words and negative numbers") {
+  for (const char* value : {"0", "abc", "-3", "1.5"}) {
+    CAPTURE(value);
+    const Result r = run_tool(std::string("run --seqs ") + value);
+    CHECK(r.rc == 2);
+    CHECK_MESSAGE(contains(r.err, fmt::format("--seqs: must be a positive integer, got '{}'", value)), r.err);
+    CHECK(!contains(r.err, "179769"));  // not CLI11's double range in 300 digits
+  }
+  Result r = run_tool("run --warmup -1");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--warmup: must be an integer >= 0, got '-1'"));
+  r = run_tool("run --seq-lens 3,x,5");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--seq-lens: must be a positive integer, got 'x'"));
+  r = run_tool("run --repeats 99999999999");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--repeats: must be a positive integer no larger than 2147483647"));
+  r = run_tool("tune -o t.json --q-heads 0");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--q-heads: must be a positive integer, got '0'"));
+  r = run_tool("run --scale abc");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--scale: must be a positive number, got 'abc'"));
+}
+
+TEST_CASE("a word that is not a subcommand is named, with the nearest subcommand") {
+  Result r = run_tool("replya x");
+  CHECK(r.rc == 2);
+  CHECK_MESSAGE(contains(r.err, "'replya' is not a subcommand; did you mean 'replay'?"), r.err);
+  CHECK(!contains(r.err, "A subcommand is required"));
+  r = run_tool("--bogus");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "unknown option '--bogus'"));
+  r = run_tool("--inspect x.safetensors");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "nearest subcommand: 'inspect'"));
+  r = run_tool("");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "a subcommand is required: run, replay, gen, inspect, tune, bench"));
+}
+
+TEST_CASE("contradictory options are refused") {
+  Result r = run_tool("run --mode decode --q-len 5 --paths reference");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--mode decode"));
+  CHECK(contains(r.err, "--q-len 5"));
+  CHECK(!contains(r.err, "--mode: --mode"));
+  r = run_tool("run --mode prefill --q-len-max 4 --paths reference");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--q-len-max 4"));
+  CHECK(run_tool("run --mode decode --q-len 1 --seqs 2 --seq-len 20 --head-dim 64 --paths reference").rc == 0);
+  r = run_tool("gen -o contradiction.safetensors --output-dtype F16");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--output-dtype requires --with-output"));
+  CHECK(!fs::exists(work_dir() / "contradiction.safetensors"));
+  r = run_tool("run --preset mqa --paths reference --no-timing --repeats 5");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--no-timing"));
+  CHECK(run_tool("run --preset mqa --paths reference --seq-len 40 --boundary").rc == 2);
+}
+
+TEST_CASE("flags on top of a preset name the variant") {
+  const Result r = run_tool(
+      "run --preset mqa --preset llama3-8b --seqs 2 --seq-len 40 --non-causal --paths reference --json variant.json");
+  REQUIRE(r.rc == 0);
+  const auto j = read_json(work_dir() / "variant.json");
+  REQUIRE(j["cases"].size() == 2);
+  CHECK(j["cases"][0]["name"] == "mqa+seqs2+seq-len40+non-causal");
+  CHECK(j["cases"][1]["name"] == "llama3-8b+seqs2+seq-len40+non-causal");
+  // The preset alone keeps its name; --name still wins.
+  REQUIRE(run_tool("run --preset mqa --seqs 2 --name mine --paths reference --json named.json").rc == 0);
+  CHECK(read_json(work_dir() / "named.json")["cases"][0]["name"] == "mine");
+}
+
+TEST_CASE("the geometry line names the mode in the words of --mode") {
+  const std::string base = "--seqs 3 --seq-len 40 --head-dim 64 --paths reference --json ";
+  const auto geometry = [&](const std::string& mode_args, const std::string& json) {
+    const Result r = run_tool("run " + mode_args + " " + base + json);
+    REQUIRE_MESSAGE(r.rc == 0, r.err);
+    return read_json(work_dir() / json)["cases"][0]["geometry"].get<std::string>();
+  };
+  CHECK(contains(geometry("--mode decode", "mode_decode.json"), ", decode, "));
+  CHECK(contains(geometry("--mode prefill", "mode_prefill.json"), ", prefill (q_len 40), "));
+  CHECK(contains(geometry("--mode chunked --q-len 5", "mode_chunked.json"), ", chunked (q_len 5), "));
+  CHECK(contains(geometry("--q-len 5", "mode_implied.json"), ", chunked (q_len 5), "));
+  CHECK(contains(geometry("--mode mixed --q-len 5", "mode_mixed.json"), ", mixed (q_len 1..5), "));
+  // Prefill over lengths that include 1 is still prefill.
+  const Result r = run_tool("run --mode prefill --seqs 3 --seq-lens 1,7,30 --head-dim 64 --paths reference --json p1.json");
+  REQUIRE(r.rc == 0);
+  CHECK(contains(read_json(work_dir() / "p1.json")["cases"][0]["geometry"].get<std::string>(), ", prefill (q_len 1..30), "));
+}
+
+TEST_CASE("--help shows every default") {
+  Result r = run_tool("run --help");
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "--repeats INT:POSITIVE=20"));
+  CHECK(contains(r.out, "--warmup INT:NONNEGATIVE=3"));
+  CHECK(contains(r.out, "--seed UINT:NONNEGATIVE=1"));
+  CHECK(contains(r.out, "--fail-on-skip"));
+  CHECK(contains(r.out, "default: the preset's, else 4"));  // --seqs
+  r = run_tool("gen --help");
+  CHECK(contains(r.out, "=F32"));
+  r = run_tool("tune --help");
+  CHECK(contains(r.out, "--q-heads INT:POSITIVE=32"));
+}
+
+TEST_CASE("inspect takes several files; inspect and replay say the same of a folder") {
+  REQUIRE(run_tool("gen -o insp_a.safetensors --seqs 2 --seq-len 20 --head-dim 64").rc == 0);
+  REQUIRE(run_tool("gen -o insp_b.safetensors --seqs 3 --seq-len 30 --head-dim 64").rc == 0);
+  Result r = run_tool("inspect insp_a.safetensors insp_b.safetensors");
+  CHECK(r.rc == 0);
+  CHECK(count_of(r.out, "file:      ") == 2);
+  CHECK(count_of(r.out, "valid:     yes") == 2);
+  r = run_tool("inspect insp_a.safetensors missing.safetensors insp_b.safetensors");
+  CHECK(r.rc == 3);
+  CHECK(count_of(r.out, "valid:     yes") == 2);  // the files after a bad one are inspected too
+  CHECK(contains(r.err, "missing.safetensors: no such file"));
+
+  fs::create_directories(work_dir() / "a_folder");
+  const Result inspected = run_tool("inspect a_folder");
+  const Result replayed = run_tool("replay a_folder --paths reference");
+  CHECK(inspected.rc == 3);
+  CHECK(replayed.rc == 3);
+  const std::string message = "pagecheck: a_folder: is a directory, not a case file\n";
+  CHECK_MESSAGE(contains(inspected.err, message), inspected.err);
+  CHECK_MESSAGE(contains(replayed.err, message), replayed.err);
+}
+
+TEST_CASE("messages name what they are about once") {
+  Result r = run_tool("run --preset mqa --plan sideways --paths reference");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "pagecheck: --plan: unknown plan 'sideways'"));
+  CHECK(!contains(r.err, "--plan: --plan:"));
+  r = run_tool("run --preset mqa --paths reference --tuning no-such-tuning.json");
+  CHECK(r.rc == 3);
+  CHECK(count_of(r.err, "no-such-tuning.json") == 1);
+
+  // gen into a place that cannot hold a file names the path asked for, not a temporary.
+  { std::ofstream(work_dir() / "plain_file.txt") << "x"; }
+  r = run_tool("gen -o plain_file.txt/case.safetensors --seqs 2 --seq-len 20 --head-dim 64");
+  CHECK(r.rc == 4);
+  CHECK_MESSAGE(contains(r.err, "plain_file.txt/case.safetensors"), r.err);
+  CHECK(!contains(r.err, ".tmp"));
+  // A missing folder is made.
+  CHECK(run_tool("gen -o new_folder/deeper/case.safetensors --seqs 2 --seq-len 20 --head-dim 64").rc == 0);
+  CHECK(fs::exists(work_dir() / "new_folder" / "deeper" / "case.safetensors"));
+}
+
+TEST_CASE("the end of a run lists what failed, on stdout, and on stderr under -q") {
+  REQUIRE(run_tool("gen -o listed.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output --output-dtype BF16").rc ==
+          0);
+  Result r = run_tool("replay listed.safetensors --paths reference --atol 0 --rtol 0");
+  CHECK(r.rc == 1);
+  const auto at = r.out.rfind("failed (1 of 1 case):");
+  REQUIRE(at != std::string::npos);
+  CHECK(contains(r.out.substr(at), "listed: reference: fail: differs from the recorded output"));
+  CHECK(r.out.rfind("1 case, 1 path runs") < at);  // after the summary: the last thing printed
+  r = run_tool("replay listed.safetensors --paths reference --atol 0 --rtol 0 -q");
+  CHECK(r.rc == 1);
+  CHECK(contains(r.err, "listed: reference: fail: differs from the recorded output"));
+  CHECK(!contains(r.out, "differs"));
+  // Nothing failed: no list.
+  r = run_tool("replay listed.safetensors --paths reference");
+  CHECK(r.rc == 0);
+  CHECK(!contains(r.out, "failed ("));
+}
+
+TEST_CASE("report paths are checked before the run; folders are made") {
+  Result r = run_tool("run --preset mqa --paths reference --json made/for/the/report.json --junit made/junit.xml");
+  CHECK(r.rc == 0);
+  CHECK(fs::exists(work_dir() / "made" / "for" / "the" / "report.json"));
+  CHECK(fs::exists(work_dir() / "made" / "junit.xml"));
+  { std::ofstream(work_dir() / "not_a_folder") << "x"; }
+  r = run_tool("run --preset mqa --paths reference --csv not_a_folder/report.csv");
+  CHECK(r.rc == 4);
+  CHECK(contains(r.err, "--csv: not_a_folder/report.csv"));
+  CHECK(!contains(r.out, "mqa"));  // refused before the first case ran
+  fs::create_directories(work_dir() / "a_report_folder");
+  r = run_tool("run --preset mqa --paths reference --json a_report_folder");
+  CHECK(r.rc == 4);
+  CHECK(!contains(r.out, "mqa"));
+}
+
+TEST_CASE("--json - writes the report to stdout and the table to stderr") {
+  Result r = run_tool("run --preset mqa --paths reference --json -");
+  REQUIRE(r.rc == 0);
+  const auto j = nlohmann::json::parse(r.out);  // stdout is the report alone
+  CHECK(j["cases"][0]["name"] == "mqa");
+  CHECK(contains(r.err, "1 case, 1 path runs"));
+  CHECK(!fs::exists(work_dir() / "-"));
+  r = run_tool("run --preset mqa --paths reference --junit - -q");
+  CHECK(r.rc == 0);
+  CHECK(r.out.rfind("<?xml", 0) == 0);
+  r = run_tool("run --preset mqa --paths reference --json - --csv -");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "only one report can"));
+}
+
+TEST_CASE("a reader that goes away does not stop the run or its reports") {
+  fs::remove(work_dir() / "piped.json");
+  const int rc = run_with_reader_gone({"run", "--preset", "mqa", "--preset", "llama3-8b", "--paths", "reference",
+                                       "--json", "piped.json"});
+  CHECK(rc == 0);  // not 128 + SIGPIPE
+  REQUIRE(fs::exists(work_dir() / "piped.json"));
+  CHECK(read_json(work_dir() / "piped.json")["cases"].size() == 2);
+}
+
+TEST_CASE("without a GPU: said once, a warning when no GPU path ran, --fail-on-skip makes it a failure") {
+  if (have_gpu()) {
+    MESSAGE("a GPU is present: the no-GPU behaviour is not testable here");
+    return;
+  }
+  Result r = run_tool("run --preset mqa --preset llama3-8b");
+  CHECK(r.rc == 0);
+  CHECK(count_of(r.out, "built without CUDA") + count_of(r.out, "no CUDA device") == 1);  // the line at the top
+  CHECK(count_of(r.out, "skipped    direct, split, auto, prefill, fmha\n") == 2);         // one line per case
+  CHECK(contains(r.err, "warning: no GPU path ran"));
+  CHECK(contains(r.err, "only the reference was checked"));
+
+  r = run_tool("run --preset mqa --paths split --json split_only.json");
+  CHECK(r.rc == 0);
+  CHECK(contains(r.err, "warning: no GPU path ran"));
+  CHECK(contains(r.err, "nothing was checked"));
+  CHECK(!contains(run_tool("run --preset mqa --paths reference").err, "warning"));  // only the reference was asked for
+
+  r = run_tool("run --preset mqa --paths split --fail-on-skip --json fail_on_skip.json --junit fail_on_skip.xml");
+  CHECK(r.rc == 1);
+  CHECK(contains(r.out, "mqa: split: skipped (--fail-on-skip)"));
+  const auto j = read_json(work_dir() / "fail_on_skip.json");
+  CHECK(j["exit_code"] == 1);
+  CHECK(j["fail_on_skip"] == true);
+  CHECK(contains(read_file(work_dir() / "fail_on_skip.xml"), "<failure"));
+  CHECK(run_tool("run --preset mqa --paths reference --fail-on-skip").rc == 0);
+
+  // --require-gpu: exit 4, and the report still says why.
+  r = run_tool("run --preset mqa --require-gpu --json require_gpu.json");
+  CHECK(r.rc == 4);
+  const auto rg = read_json(work_dir() / "require_gpu.json");
+  CHECK(rg["exit_code"] == 4);
+  REQUIRE(rg["errors"].size() == 1);
+  CHECK(contains(rg["errors"][0].get<std::string>(), "require-gpu"));
+}
+
+TEST_CASE("bench and tune write their --json report with the reason when they cannot run") {
+  if (have_gpu()) {
+    MESSAGE("a GPU is present: the no-GPU behaviour is not testable here");
+    return;
+  }
+  Result r = run_tool("bench --shapes decode --json bench_nogpu/report.json --junit bench_nogpu/report.xml");
+  CHECK(r.rc == 4);
+  auto j = read_json(work_dir() / "bench_nogpu" / "report.json");
+  CHECK(j["exit_code"] == 4);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(!j["errors"][0].get<std::string>().empty());
+  CHECK(contains(read_file(work_dir() / "bench_nogpu" / "report.xml"), "<error"));
+  r = run_tool("tune -o tune_nogpu.json --json tune_nogpu_report.json");
+  CHECK(r.rc == 4);
+  j = read_json(work_dir() / "tune_nogpu_report.json");
+  CHECK(j["exit_code"] == 4);
+  REQUIRE(j["errors"].size() == 1);
+  CHECK(!fs::exists(work_dir() / "tune_nogpu.json"));  // no tuning file from no measurement
+}
+
+TEST_CASE("off a terminal, progress lines come at most once per interval; short runs print none") {
+  Result r = run_tool("run --preset mqa --preset llama3-8b --paths reference");
+  CHECK(r.rc == 0);
+  CHECK(!contains(r.err, "pagecheck: case "));
+  r = run_tool("run --preset mqa --preset llama3-8b --paths reference", "PAGECHECK_PROGRESS_SECONDS=0");
+  CHECK(r.rc == 0);
+  CHECK(contains(r.err, "pagecheck: case 1/2 (mqa) "));
+  CHECK(contains(r.err, "pagecheck: case 2/2 (llama3-8b) "));
+  CHECK(!contains(r.err, "\r"));
+  CHECK(!contains(run_tool("run --preset mqa --paths reference -q", "PAGECHECK_PROGRESS_SECONDS=0").err, "case 1/1"));
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_PROGRESS_SECONDS=soon").rc == 2);
 }
