@@ -358,6 +358,23 @@ int real_main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // An option the subcommand does not have: named, with the nearest one
+    // it has ("run --seqz 4": "did you mean '--seqs'?").
+    for (const CLI::App* sub : app.get_subcommands()) {
+      std::vector<std::string> known;
+      for (const CLI::Option* o : sub->get_options())
+        for (const auto& name : o->get_lnames()) known.push_back("--" + name);
+      for (const auto& word : sub->remaining()) {
+        if (word.rfind("--", 0) != 0) continue;
+        const std::string bare = word.substr(0, word.find('='));
+        fmt::print(stderr, "pagecheck: {} has no option '{}'; did you mean '{}'? (pagecheck {} --help lists them)\n",
+                   sub->get_name(), bare, nearest(bare, known), sub->get_name());
+        return exit_code::kUsage;
+      }
+    }
+    app.exit(e);
+    return exit_code::kUsage;
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with exit code 0; every other parse
     // error is a usage error.

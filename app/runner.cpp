@@ -529,6 +529,7 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
   one.tool_version = run.tool_version;
   one.command_line = run.command_line;
   one.device = run.device;
+  one.fail_on_skip = run.fail_on_skip;
   one.cases.push_back(outcome.report);
   PC_TRY(write_json((dir / "report.json").string(), one));
 
@@ -549,6 +550,7 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
     args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
   if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
   if (exec.require_gpu) args.emplace_back("--require-gpu");
+  if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
   if (exec.no_checks) args.emplace_back("--no-checks");
   // Timing as it ran, so a timing regression replays the same way.
   if (exec.no_timing) {

@@ -402,6 +402,12 @@ TEST_CASE("--save-failing writes a bundle that reproduces the failure") {
       "replay failing.safetensors --paths reference --atol 0 --rtol 0 --no-timing --save-failing bundles-untimed");
   CHECK(untimed.rc == 1);
   CHECK(contains(read_file(work_dir() / "bundles-untimed" / "failing" / "command.txt"), "--no-timing"));
+  // So does --fail-on-skip, and the bundle's report says it was on.
+  Result strict = run_tool(
+      "replay failing.safetensors --paths reference --atol 0 --rtol 0 --fail-on-skip --save-failing bundles-strict");
+  CHECK(strict.rc == 1);
+  CHECK(contains(read_file(work_dir() / "bundles-strict" / "failing" / "command.txt"), " --fail-on-skip"));
+  CHECK(read_json(work_dir() / "bundles-strict" / "failing" / "report.json")["fail_on_skip"] == true);
   // The kernel override travels too.
   Result forced = run_tool(
       "replay failing.safetensors --paths reference --atol 0 --rtol 0 --save-failing bundles-mma",
@@ -478,6 +484,13 @@ TEST_CASE("a word that is not a subcommand is named, with the nearest subcommand
   r = run_tool("");
   CHECK(r.rc == 2);
   CHECK(contains(r.err, "a subcommand is required: run, replay, gen, inspect, tune, bench"));
+  // An option the subcommand lacks: named, with the nearest it has.
+  r = run_tool("run --seqz 4");
+  CHECK(r.rc == 2);
+  CHECK_MESSAGE(contains(r.err, "run has no option '--seqz'; did you mean '--seqs'?"), r.err);
+  r = run_tool("replay x.safetensors --jsno=r.json");
+  CHECK(r.rc == 2);
+  CHECK_MESSAGE(contains(r.err, "replay has no option '--jsno'; did you mean '--json'?"), r.err);
 }
 
 TEST_CASE("contradictory options are refused") {
