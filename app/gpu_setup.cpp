@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #ifdef PAGECHECK_HAVE_CUDA
+#include "pagecheck/external_kernels.hpp"
 #include "pagecheck/gpu.hpp"
 #endif
 
@@ -61,6 +64,30 @@ std::optional<std::string> register_for_applicability(PathRegistry& registry, in
   (void)registry;
   (void)index;
   return std::string("not built (no CUDA)");
+#endif
+}
+
+Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& files) {
+  std::vector<std::unique_ptr<Path>> paths;
+  if (files.empty()) return paths;
+#ifdef PAGECHECK_HAVE_CUDA
+  std::set<std::string> seen;
+  for (const auto& file : files) {
+    auto loaded = gpu::load_external_kernels(file);
+    if (!loaded.ok()) return loaded.error();
+    for (auto& path : *loaded) {
+      if (!seen.insert(path->name()).second)
+        return invalid_input(fmt::format("{} is exported by two --kernel libraries (or one given twice)", path->name()),
+                             file);
+      paths.push_back(std::move(path));
+    }
+  }
+  return paths;
+#else
+  return usage_error(fmt::format("this pagecheck was built without CUDA, so it cannot run external kernels ({}); "
+                                 "rebuild with the CUDA toolkit (docs/external-kernels.md)",
+                                 files.front()),
+                     "--kernel");
 #endif
 }
 

@@ -2,8 +2,10 @@
 // and a device is present.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pagecheck/path.hpp"
 #include "pagecheck/status.hpp"
@@ -28,5 +30,12 @@ Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_cei
 // For `inspect`: adds the GPU paths so that their applies() can be asked,
 // with the present device when there is one. Returns why not when it cannot.
 std::optional<std::string> register_for_applicability(PathRegistry& registry, int index);
+
+// --kernel FILE...: loads each external kernel library and returns one path
+// per entry ("ext:<name>", docs/external-kernels.md), in the order given.
+// A file that cannot be loaded or is not a kernel library is invalid input
+// (exit 3, naming it); a name exported twice likewise; a build without CUDA
+// refuses any --kernel (usage, exit 2). No files: no paths.
+Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& files);
 
 }  // namespace pagecheck::app

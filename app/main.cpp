@@ -224,6 +224,13 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
                         : "Paths (comma list: reference,direct,split,auto,prefill,fmha; default all)")
       ->delimiter(',')
       ->group(g);
+  // One file per --kernel (repeat it for several): a list would swallow
+  // replay's case files.
+  cmd->add_option("--kernel", e.kernels,
+                  "External kernel library (repeatable); each of its kernels is a path ext:NAME "
+                  "(docs/external-kernels.md)")
+      ->allow_extra_args(false)
+      ->group(g);
   cmd->add_option("--atol", e.atol, "Absolute tolerance (overrides the per-dtype default)")
       ->check(kNonNegativeNotNan)
       ->group(g);

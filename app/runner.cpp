@@ -410,6 +410,16 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     row.path = name;
     row.tolerance = tol.output;
     Path* path = registry.find(name);
+    // Without a device only the external paths are registered; they answer
+    // applicability there too (their supports()): n/a rather than skipped.
+    if (!gpu.unavailable.empty() && path != nullptr) {
+      if (const Applicability a = path->applies(c); !a.applies) {
+        row.status = PathStatus::NotApplicable;
+        row.reason = a.reason;
+        cr.paths.push_back(std::move(row));
+        continue;
+      }
+    }
     if (!gpu.unavailable.empty()) {
       row.status = PathStatus::Skipped;
       row.reason = gpu.unavailable;
@@ -548,6 +558,9 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
   if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
   if (!exec.tuning_file.empty())
     args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
+  // The kernel libraries it ran with, so that its ext:<name> paths resolve.
+  for (const auto& kernel : exec.kernels)
+    args.insert(args.end(), {"--kernel", fs::absolute(kernel).lexically_normal().string()});
   if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
   if (exec.require_gpu) args.emplace_back("--require-gpu");
   if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
@@ -598,7 +611,38 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   // first case runs.
   std::vector<std::string> default_paths = known_path_names();
   if (!exec.compare_reference) default_paths.erase(default_paths.begin());  // bench: GPU paths only
-  auto paths = resolve_paths(exec.paths, default_paths);
+  // External kernel libraries (--kernel): each entry is a path ext:<name>,
+  // selected by --paths like a built-in one (and by default and by "all").
+  auto external = load_external_paths(exec.kernels);
+  if (!external.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", external.error().describe());
+    return exit_code_for(external.error().code);
+  }
+  std::vector<std::string> external_names, builtin_requested, external_requested;
+  for (const auto& p : *external) external_names.push_back(p->name());
+  bool all_external = exec.paths.empty();
+  for (const auto& name : exec.paths) {
+    if (name == "all") all_external = true;
+    if (name.rfind("ext:", 0) != 0) {
+      builtin_requested.push_back(name);
+      continue;
+    }
+    if (std::find(external_names.begin(), external_names.end(), name) == external_names.end()) {
+      fmt::print(stderr, "pagecheck: --paths: unknown path '{}'; the --kernel libraries export: {}\n", name,
+                 external_names.empty() ? std::string("nothing (no --kernel given)")
+                                        : fmt::format("{}", fmt::join(external_names, ", ")));
+      return exit_code::kUsage;
+    }
+    external_requested.push_back(name);
+  }
+  auto paths = !exec.paths.empty() && builtin_requested.empty()
+                   ? Expected<std::vector<std::string>>(std::vector<std::string>{})
+                   : resolve_paths(builtin_requested, default_paths);
+  if (paths.ok())
+    for (const auto& name : external_names)
+      if (all_external || std::find(external_requested.begin(), external_requested.end(), name) !=
+                              external_requested.end())
+        paths->push_back(name);
   if (!paths.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", paths.error().describe());
     return exit_code_for(paths.error().code);
@@ -659,6 +703,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     }
     gpu = std::move(*setup);
   }
+  for (auto& p : *external) registry.add(std::move(p));
   report.device = gpu.device;
 
   // With a report on stdout the table goes to stderr.

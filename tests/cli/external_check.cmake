@@ -1,0 +1,110 @@
+# External kernels through the real binary (docs/external-kernels.md), on any
+# machine: without a GPU the ext: paths are skipped (with one they pass), a
+# case a library does not take is n/a with its reason, bad libraries are
+# refused naming the file, and a --save-failing bundle replays with the same
+# --kernel. Run as:
+#   cmake -DPAGECHECK=bin -DWRAP=libpagecheck_wrap.so -DSIMPLE=libsimple_decode.so
+#         -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+
+# Runs pagecheck ARGN; fails unless it exits `expected`; the output in `out_var`.
+function(pagecheck_expect expected out_var)
+  execute_process(COMMAND "${PAGECHECK}" ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc STREQUAL "${expected}")
+    message(FATAL_ERROR "pagecheck ${ARGN}\nexited ${rc}, expected ${expected}:\n${out}${err}")
+  endif()
+  set(${out_var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect_contains text needle what)
+  string(FIND "${text}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: expected '${needle}' in:\n${text}")
+  endif()
+endfunction()
+
+# status and reason of `path` in case 0 of the JSON report `file`.
+function(path_row file path status_var reason_var)
+  file(READ "${file}" json)
+  string(JSON count LENGTH "${json}" cases 0 paths)
+  math(EXPR last "${count} - 1")
+  foreach(i RANGE ${last})
+    string(JSON name GET "${json}" cases 0 paths ${i} path)
+    if(name STREQUAL path)
+      string(JSON status GET "${json}" cases 0 paths ${i} status)
+      string(JSON reason GET "${json}" cases 0 paths ${i} reason)
+      set(${status_var} "${status}" PARENT_SCOPE)
+      set(${reason_var} "${reason}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  message(FATAL_ERROR "${file}: no row for path ${path}:\n${json}")
+endfunction()
+
+# A decode case the wrap takes: skipped without a GPU ("no CUDA device"), pass with one.
+pagecheck_expect(0 out run --kernel "${WRAP}" --paths reference,ext:pagecheck_direct,ext:pagecheck_split --seqs 2
+                 --seq-len 40 --no-timing --no-color --json "${WORK}/decode.json")
+foreach(path ext:pagecheck_direct ext:pagecheck_split)
+  path_row("${WORK}/decode.json" ${path} status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "decode case: ${path} is '${status}' (${reason}), expected skipped (no CUDA device) or pass")
+  endif()
+endforeach()
+path_row("${WORK}/decode.json" reference status reason)
+if(NOT status STREQUAL "pass")
+  message(FATAL_ERROR "decode case: the reference is '${status}' (${reason})")
+endif()
+
+# A prefill case: n/a with the library's own reason, GPU or not.
+pagecheck_expect(0 out run --kernel "${WRAP}" --paths reference,ext:pagecheck_direct --mode prefill --seqs 2
+                 --seq-len 20 --no-timing --no-color --json "${WORK}/prefill.json")
+path_row("${WORK}/prefill.json" ext:pagecheck_direct status reason)
+if(NOT status STREQUAL "n/a")
+  message(FATAL_ERROR "prefill case: ext:pagecheck_direct is '${status}' (${reason}), expected n/a")
+endif()
+expect_contains("${reason}" "pagecheck_wrap: decode only" "prefill case reason")
+
+# A declared capability (simple_decode takes NHD only), and --kernel twice.
+pagecheck_expect(0 out run --kernel "${SIMPLE}" --kernel "${WRAP}" --paths ext:simple_decode,ext:pagecheck_direct
+                 --layout HND --seqs 2 --seq-len 20 --no-timing --no-color --json "${WORK}/hnd.json")
+path_row("${WORK}/hnd.json" ext:simple_decode status reason)
+if(NOT status STREQUAL "n/a")
+  message(FATAL_ERROR "HND case: ext:simple_decode is '${status}' (${reason}), expected n/a")
+endif()
+expect_contains("${reason}" "layout HND is not taken" "HND case reason")
+
+# Without --paths the library's entries run with every built-in path.
+pagecheck_expect(0 out run --kernel "${WRAP}" --seqs 1 --seq-len 8 --no-timing --no-color --json "${WORK}/all.json")
+path_row("${WORK}/all.json" ext:pagecheck_split status reason)
+
+# Usage and loading errors name what is at fault.
+pagecheck_expect(2 out run --kernel "${WRAP}" --paths ext:no_such_kernel --seqs 1 --seq-len 8)
+expect_contains("${out}" "ext:pagecheck_direct" "unknown ext path")
+pagecheck_expect(2 out run --paths ext:pagecheck_direct --seqs 1 --seq-len 8)
+expect_contains("${out}" "no --kernel given" "ext path without --kernel")
+pagecheck_expect(3 out run --kernel "${WORK}/missing.so" --seqs 1 --seq-len 8)
+expect_contains("${out}" "missing.so" "missing library")
+pagecheck_expect(3 out run --kernel "${NOSYMBOL}" --seqs 1 --seq-len 8)
+expect_contains("${out}" "does not export pagecheck_kernels_v1" "library without the symbol")
+pagecheck_expect(3 out run --kernel "${MISMATCH}" --seqs 1 --seq-len 8)
+expect_contains("${out}" "ABI 2.0" "another ABI major")
+expect_contains("${out}" "abi_mismatch" "another ABI major names the library")
+
+# A failing case's bundle replays with the same library (absolute path). The
+# reference fails here without a GPU: a BF16 recorded output judged with
+# atol = rtol = 0 against the float64 reference.
+pagecheck_expect(0 out gen -o "${WORK}/rec.safetensors" --seqs 2 --seq-len 24 --with-output --output-dtype BF16)
+pagecheck_expect(1 out replay "${WORK}/rec.safetensors" --kernel "${WRAP}" --paths reference,ext:pagecheck_direct
+                 --atol 0 --rtol 0 --no-timing --no-color --save-failing "${WORK}/bundles")
+file(READ "${WORK}/bundles/rec/command.txt" command)
+get_filename_component(wrap_abs "${WRAP}" ABSOLUTE)
+expect_contains("${command}" "--kernel ${wrap_abs}" "bundle command.txt")
+expect_contains("${command}" "ext:pagecheck_direct" "bundle command.txt")
+execute_process(COMMAND sh "${WORK}/bundles/rec/replay.sh" RESULT_VARIABLE rc OUTPUT_VARIABLE replay_out ERROR_VARIABLE replay_err)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "the bundle's replay.sh exited ${rc}, expected 1 (the same failure):\n${replay_out}${replay_err}")
+endif()
+
+message(STATUS "external kernels: CLI checks passed")
+file(REMOVE_RECURSE "${WORK}")

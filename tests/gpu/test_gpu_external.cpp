@@ -1,0 +1,234 @@
+// External kernels (issue 11): the example libraries loaded through the C
+// ABI go through every harness check, and the checks reach them: the two
+// pagecheck_wrap entries and simple_decode pass a sweep of awkward cases
+// against the CPU reference (unwritten elements, bitwise repeatability, graph
+// replay with changed tables, timing); the faulty entries fail (a stale last
+// key: output beyond tolerance; no LSE: unwritten LSE).
+//
+// The libraries are found next to this binary's build tree
+// (../../examples/external relative to tests/gpu), or in
+// PAGECHECK_EXTERNAL_DIR when set.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "gpu_test_util.hpp"
+#include "pagecheck/external_kernels.hpp"
+
+using namespace pagecheck;
+using namespace pagecheck::test;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string library_dir() {
+  if (const char* env = std::getenv("PAGECHECK_EXTERNAL_DIR"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  return (self.parent_path() / PAGECHECK_EXTERNAL_RELATIVE_DIR).lexically_normal().string();
+}
+
+std::string library(const std::string& file) { return (fs::path(library_dir()) / file).string(); }
+
+PathRegistry& external_registry() {
+  static PathRegistry registry = [] {
+    PathRegistry r;
+    for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so"}) {
+      auto paths = gpu::load_external_kernels(library(file));
+      REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
+      for (auto& p : *paths) r.add(std::move(p));
+    }
+    return r;
+  }();
+  return registry;
+}
+
+const std::vector<std::string> kGoodPaths = {"ext:pagecheck_direct", "ext:pagecheck_split", "ext:simple_decode"};
+
+SyntheticSpec decode_spec(std::string name, std::uint64_t seed) {
+  SyntheticSpec s;
+  s.name = std::move(name);
+  s.seed = seed;
+  s.q_heads = 8;
+  s.kv_heads = 2;
+  s.head_dim = 128;
+  s.block_size = 16;
+  s.query_mode = QueryMode::Decode;
+  s.seq_len_dist = LengthDist::List;
+  return s;
+}
+
+struct Outcome {
+  ErrorStats output, lse;
+  PathRun run;
+};
+
+// Runs `name` on `c` and compares with the reference; REQUIREs that it ran.
+Outcome run_path(const Case& c, const std::string& name, const RunOptions& options = correctness_options()) {
+  Path* path = external_registry().find(name);
+  REQUIRE_MESSAGE(path != nullptr, name);
+  const Applicability a = path->applies(c);
+  REQUIRE_MESSAGE(a.applies, (name + ": " + a.reason));
+  auto ref = reference_attention(c);
+  REQUIRE_MESSAGE(ref.ok(), (ref.ok() ? "" : ref.error().describe()));
+  auto run = path->run(c, options);
+  REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().describe()));
+  Outcome o;
+  o.output = compare(c, run->output, ref->output, c.v_head_dim(), default_tolerance(c.query.dtype, c.key_cache.dtype));
+  o.lse = compare(c, run->lse, ref->lse, 1, default_lse_tolerance(c.query.dtype, c.key_cache.dtype));
+  o.run = std::move(*run);
+  return o;
+}
+
+void check_passes(const SyntheticSpec& spec, const std::vector<std::string>& paths) {
+  auto c = generate_case(spec);
+  REQUIRE_MESSAGE(c.ok(), (describe_spec(spec) + ": " + (c.ok() ? "" : c.error().describe())));
+  for (const auto& name : paths) {
+    INFO(describe_spec(spec) << " path " << name);
+    const Outcome o = run_path(*c, name);
+    std::string failures;
+    for (const auto& f : o.run.check_failures) failures += f + "\n";
+    CHECK_MESSAGE(o.run.check_failures.empty(), failures);
+    CHECK(o.run.unwritten == 0);
+    CHECK_MESSAGE(o.output.mismatches == 0,
+                  fmt::format("output: {} of {} mismatches, max abs err {:.3g}", o.output.mismatches,
+                              o.output.elements, o.output.max_abs_err));
+    CHECK_MESSAGE(o.lse.mismatches == 0, fmt::format("LSE: {} mismatches", o.lse.mismatches));
+    CHECK(!o.run.notes.at("graph_check").empty());  // the graph check ran on the plugin
+  }
+}
+
+}  // namespace
+
+TEST_CASE("external: wrap and simple_decode pass every check; block sizes 1, 7, 16, 32, lengths block +-1") {
+  std::uint64_t seed = 1100;
+  for (std::int64_t bs : {1, 7, 16, 32}) {
+    auto s = decode_spec(fmt::format("ext-block-{}", bs), seed++);
+    s.block_size = bs;
+    s.seq_len_list = {1, std::max<std::int64_t>(1, bs - 1), bs, bs + 1, 255, 256, 257, 700};
+    s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+    check_passes(s, kGoodPaths);
+  }
+}
+
+TEST_CASE("external: dtypes, GQA 1/4/MQA, window, softcap, k/v scales, CSR tables") {
+  std::uint64_t seed = 1200;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    for (auto [q_heads, kv_heads] : {std::pair<std::int64_t, std::int64_t>{8, 8}, {8, 2}, {8, 1}}) {
+      auto s = decode_spec(fmt::format("ext-{}-{}x{}", dtype_name(dtype), q_heads, kv_heads), seed++);
+      s.query_dtype = s.kv_dtype = dtype;
+      s.q_heads = q_heads;
+      s.kv_heads = kv_heads;
+      s.seq_len_list = {1, 17, 300, 777};
+      s.num_seqs = 4;
+      check_passes(s, kGoodPaths);
+    }
+  }
+  auto s = decode_spec("ext-window-softcap-scales", seed++);
+  s.seq_len_list = {1, 40, 129, 600};
+  s.num_seqs = 4;
+  s.sliding_window = 100;
+  s.softcap = 30.0;
+  s.k_scale = 0.5;
+  s.v_scale = 2.0;
+  check_passes(s, kGoodPaths);
+  s = decode_spec("ext-csr-d64", seed++);
+  s.table_form = TableForm::Csr;
+  s.head_dim = 64;
+  s.seq_len_list = {5, 16, 33, 400};
+  s.num_seqs = 4;
+  check_passes(s, kGoodPaths);
+  // pagecheck_wrap takes every KV dtype pagecheck's own decode does.
+  s = decode_spec("ext-wrap-fp8", seed++);
+  s.kv_dtype = DType::F8_E4M3;
+  s.k_scale = 0.5;
+  s.v_scale = 2.0;
+  s.seq_len_list = {1, 100, 513};
+  s.num_seqs = 3;
+  check_passes(s, {"ext:pagecheck_direct", "ext:pagecheck_split"});
+}
+
+TEST_CASE("external: timing reaches a plugin (events, L2 flush, graph replay, byte model)") {
+  auto s = decode_spec("ext-timing", 1300);
+  s.seq_len_list = {2048, 1000, 3000, 17};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  RunOptions options = correctness_options();
+  options.measure = true;
+  options.warmup = 1;
+  options.repeats = 5;
+  for (const auto& name : kGoodPaths) {
+    INFO(name);
+    const Outcome o = run_path(*c, name, options);
+    REQUIRE(!o.run.timings.empty());
+    const StageTiming& total = o.run.timings.front();
+    CHECK(total.stage == "total");
+    CHECK(total.median_ms > 0);
+    CHECK(total.bytes > 0);
+    CHECK(total.flops > 0);
+    CHECK(total.graph_replay_ms.has_value());
+    CHECK(o.run.notes.count("l2_flush") == 1);
+    CHECK(o.run.notes.at("library").find(".so") != std::string::npos);
+  }
+}
+
+TEST_CASE("external: the checks reach a plugin; a faulty kernel fails") {
+  auto s = decode_spec("ext-faulty", 1400);
+  s.seq_len_list = {33, 100, 257, 64};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  {
+    INFO("simple_decode_stale_key reads the last key from the slot before it");
+    const Outcome o = run_path(*c, "ext:simple_decode_stale_key");
+    CHECK(o.output.mismatches > 0);
+    CHECK(o.run.unwritten == 0);
+  }
+  {
+    INFO("simple_decode_no_lse never writes the LSE");
+    const Outcome o = run_path(*c, "ext:simple_decode_no_lse");
+    bool lse_unwritten = false;
+    // 4 sequences x 8 query heads, none written.
+    for (const auto& f : o.run.check_failures) lse_unwritten |= f.find("LSE: 32 of 32 elements unwritten") != std::string::npos;
+    std::string failures;
+    for (const auto& f : o.run.check_failures) failures += f + "\n";
+    CHECK_MESSAGE(lse_unwritten, failures);
+    CHECK(o.output.mismatches == 0);  // the output itself is right
+  }
+}
+
+TEST_CASE("external: applicability is the plugin's") {
+  auto s = decode_spec("ext-hnd", 1500);
+  s.layout = KvLayout::HND;
+  s.seq_len_list = {10, 20};
+  s.num_seqs = 2;
+  auto hnd = generate_case(s);
+  REQUIRE(hnd.ok());
+  const Applicability simple = external_registry().find("ext:simple_decode")->applies(*hnd);
+  CHECK(!simple.applies);
+  CHECK(simple.reason.find("layout HND") != std::string::npos);
+  check_passes(s, {"ext:pagecheck_direct"});  // the wrap takes HND
+
+  auto p = decode_spec("ext-prefill", 1501);
+  p.query_mode = QueryMode::Prefill;
+  p.seq_len_list = {10, 20};
+  p.num_seqs = 2;
+  auto prefill = generate_case(p);
+  REQUIRE(prefill.ok());
+  const Applicability wrap = external_registry().find("ext:pagecheck_direct")->applies(*prefill);
+  CHECK(!wrap.applies);
+  CHECK(wrap.reason.find("pagecheck_wrap: decode only") != std::string::npos);
+}
+
+TEST_CASE("external: the loader names the library at fault") {
+  auto missing = gpu::load_external_kernels(library("no-such-library.so"));
+  REQUIRE(!missing.ok());
+  CHECK(missing.error().code == ErrorCode::InvalidInput);
+  CHECK(missing.error().describe().find("no-such-library.so") != std::string::npos);
+  auto future = gpu::load_external_kernels(library("libpagecheck_ext_abi_mismatch.so"));
+  REQUIRE(!future.ok());
+  CHECK(future.error().describe().find("ABI 2.0") != std::string::npos);
+}
