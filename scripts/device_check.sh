@@ -33,12 +33,15 @@ build=${BUILD:-build-devcheck}
 
 do_build() {
   cmake -S . -B "$build" -G Ninja -DPAGECHECK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" || exit 4
-  ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_core test_gpu_decode test_gpu_prefill || exit 4
+  ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_core test_gpu_decode test_gpu_prefill test_gpu_external || exit 4
   mkdir -p "$build/carry"
   for f in app/pagecheck tests/gpu/test_gpu_core tests/gpu/test_gpu_decode tests/gpu/test_gpu_prefill; do
     cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")"
     gzip -f -9 "$build/carry/$(basename "$f")"
   done
+  # The external-kernel test finds the example libraries relative to itself.
+  tar czf "$build/carry/external.tgz" -C "$build" tests/gpu/test_gpu_external \
+    $(cd "$build" && ls examples/external/*.so)
   ls -la "$build/carry"
 }
 
@@ -68,6 +71,9 @@ unpack() {
     for f in "$build"/carry/*.gz; do gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
     chmod +x "$BIN"/*
   fi
+  EXT=/tmp/pagecheck-ext
+  mkdir -p "$EXT"
+  [ -f "$build/carry/external.tgz" ] && tar xzf "$build/carry/external.tgz" -C "$EXT"
   export PATH="$BIN:$PATH" NO_COLOR=1
   # cuBLAS comes from the CUDA toolkit there.
   export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib"
@@ -99,7 +105,7 @@ do_run() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv >"$OUT/device.txt" 2>&1
   ldd "$BIN/pagecheck" | grep -i "not found" >>"$OUT/device.txt"
   local all="reference,direct,split,auto,prefill,fmha" gpu="direct,split,auto,prefill,fmha"
-  local limit=${STEP_LIMIT:-480}
+  local limit=${STEP_LIMIT:-420}
   local presets=()
   for p in $(pagecheck run --list-presets 2>/dev/null | awk '{print $1}'); do presets+=(--preset "$p"); done
   pagecheck run --list-suite >"$OUT/suite-list.txt" 2>&1
@@ -118,6 +124,7 @@ do_run() {
   step gpu_test_decode 200 test_gpu_decode &
   step gpu_test_prefill 200 test_gpu_prefill &
   step gpu_test_prefill_mma 200 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
+  [ -x "$EXT/tests/gpu/test_gpu_external" ] && step gpu_test_external 200 "$EXT/tests/gpu/test_gpu_external" &
   step suite 300 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
   step suite_mma 300 env PAGECHECK_ATTN_KERNEL=mma pagecheck run --paths reference,prefill,fmha --no-timing \
     --json "$OUT/suite_mma.json" &
@@ -125,20 +132,20 @@ do_run() {
     --json "$OUT/suite_split64.json" &
   step presets 300 pagecheck run "${presets[@]}" --paths "$all" --no-timing --json "$OUT/presets.json" &
   step recorded 120 pagecheck replay data/*.safetensors --paths "$all" --no-timing --json "$OUT/recorded.json" &
+  # scripts/pagecheck_record.py against PyTorch's flex_attention paged attention.
+  step record_flex 240 env PYTHONUNBUFFERED=1 python3 scripts/test_record_flex.py "$OUT/record-flex" pagecheck &
+  # Each huge case holds ~10 GB of cache on the host and on the GPU.
+  step huge_decode 400 pagecheck run --name huge-decode "${huge[@]}" --paths "$all" --json "$OUT/huge_decode.json" &
+  step huge_mixed 400 pagecheck run --name huge-mixed-hnd "${huge[@]}" --layout HND --mode mixed \
+    --q-len-min 2 --q-len-max 64 --paths reference,prefill,fmha --json "$OUT/huge_mixed.json" &
+  step long_decode 400 pagecheck run --name long-32k-decode --seqs 2 --seq-len 32768 --q-heads 32 --kv-heads 8 \
+    --head-dim 128 --mode decode --paths reference,direct,split,auto --no-timing --json "$OUT/long_decode.json" &
+  step long_prefill 400 pagecheck run --name long-8k-prefill --seqs 1 --seq-len 8192 --q-heads 8 --kv-heads 4 \
+    --head-dim 128 --mode prefill --paths reference,prefill,fmha --no-timing --json "$OUT/long_prefill.json" &
   wait
   # The suite's model of which path takes which case, against what ran.
   step suite_model 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite.json"
   step suite_model_mma 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite_mma.json" --mma
-  # Host memory: each huge case holds ~10 GB of cache on the host and the
-  # GPU; two at a time.
-  step huge_decode "$limit" pagecheck run --name huge-decode "${huge[@]}" --paths "$all" --json "$OUT/huge_decode.json" &
-  step huge_mixed "$limit" pagecheck run --name huge-mixed-hnd "${huge[@]}" --layout HND --mode mixed \
-    --q-len-min 2 --q-len-max 64 --paths reference,prefill,fmha --json "$OUT/huge_mixed.json" &
-  step long_decode "$limit" pagecheck run --name long-32k-decode --seqs 2 --seq-len 32768 --q-heads 32 --kv-heads 8 \
-    --head-dim 128 --mode decode --paths reference,direct,split,auto --no-timing --json "$OUT/long_decode.json" &
-  step long_prefill "$limit" pagecheck run --name long-8k-prefill --seqs 1 --seq-len 8192 --q-heads 8 --kv-heads 4 \
-    --head-dim 128 --mode prefill --paths reference,prefill,fmha --no-timing --json "$OUT/long_prefill.json" &
-  wait
   finish steps
 }
 
