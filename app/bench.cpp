@@ -74,6 +74,11 @@ int cmd_bench(const BenchConfig& config, const Invocation& invocation) {
   if (!built_with_cuda())
     return report_not_run(config.out, invocation,
                           "this build has no GPU paths (built without CUDA): nothing to benchmark");
+#ifdef PAGECHECK_HAVE_CUDA
+  // Said as bench's own reason, not as the --require-gpu it implies.
+  if (gpu::device_count() == 0)
+    return report_not_run(config.out, invocation, "bench needs a CUDA device and none is present: nothing to benchmark");
+#endif
   ExecOptions exec = config.exec;
   exec.require_gpu = true;  // a benchmark without a GPU measures nothing
   exec.compare_reference = config.check;
