@@ -298,6 +298,24 @@ TEST_CASE("hostile headers stop where they go wrong: nesting, objects in objects
         std::string::npos);
 }
 
+TEST_CASE("the reader's limits: 65536 tensors, 65536 metadata entries, 64 dimensions") {
+  std::string shape = "[";
+  for (int i = 0; i < 65; ++i) shape += i ? ",1" : "1";
+  shape += "]";
+  CHECK(read_error(make_file(braced(tensor_entry("s", "U8", shape, 0, 1)), 1)).find("has more than 64 dimensions") !=
+        std::string::npos);
+  std::string metadata = R"({"__metadata__":{)";
+  for (int i = 0; i <= 65536; ++i) metadata += fmt::format(R"({}"k{}":"")", i ? "," : "", i);
+  metadata += "}}";
+  CHECK(read_error(make_file(metadata)).find("__metadata__ holds more than 65536 entries") != std::string::npos);
+  std::string tensors;
+  for (int i = 0; i <= 65536; ++i) {
+    if (i > 0) tensors += ',';
+    tensors += tensor_entry(fmt::format("t{}", i), "U8", "[0]", 0, 0);
+  }
+  CHECK(read_error(make_file(braced(tensors))).find("the header lists more than 65536 tensors") != std::string::npos);
+}
+
 TEST_CASE("names from the file are escaped in messages") {
   // An escape sequence in a tensor name must not reach the terminal raw.
   const auto msg = read_error(make_file(braced(tensor_entry("x\\u001b[31mred", "I16", "[2]", 0, 4)), 4));

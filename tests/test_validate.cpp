@@ -674,3 +674,40 @@ TEST_CASE("a case whose reference would need more memory than the limit is refus
   const ScopedEnv limit("PAGECHECK_MEMORY_LIMIT", "1K");
   expect_error(make_case(), "but the limit is 1.0 KiB");
 }
+
+TEST_CASE("a generated pool large enough for the copy-on-write NaN mapping: poison where unread, private writes") {
+  // 4 x 1000 tokens, 2 KV heads, d64, BF16: caches of 3 MB, past the size
+  // at which the generator maps one NaN chunk over and over.
+  SyntheticSpec spec;
+  spec.num_seqs = 4;
+  spec.seq_len_dist = LengthDist::Fixed;
+  spec.seq_len_max = 1000;
+  spec.q_heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.block_size = 16;
+  auto generated = generate_case(spec);
+  REQUIRE(generated.ok());
+  Case& c = *generated;
+  REQUIRE(c.key_cache.nbytes > (std::size_t{2} << 20));
+  CHECK(validate_case(c).warnings.empty());  // every referenced slot finite
+  std::vector<bool> referenced(static_cast<std::size_t>(c.num_blocks()), false);
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s)
+    for (std::int64_t j = 0; j < (c.seq_lens[s] + 15) / 16; ++j) referenced[c.table.page_indices[c.table.page_indptr[s] + j]] = true;
+  const std::int64_t per_block = c.key_cache.numel() / c.num_blocks();
+  std::int64_t unreferenced = -1, other_unreferenced = -1;
+  for (std::int64_t b = 0; b < c.num_blocks(); ++b) {
+    if (referenced[b]) continue;
+    for (std::int64_t i = 0; i < per_block; i += 97) REQUIRE(std::isnan(c.key_cache.at(b * per_block + i)));
+    (unreferenced < 0 ? unreferenced : other_unreferenced) = b;
+  }
+  REQUIRE(other_unreferenced >= 0);
+  // A write lands in this case only: the NaN chunk behind other blocks (and
+  // behind another case's pool) stays NaN.
+  auto again = generate_case(spec);
+  REQUIRE(again.ok());
+  store_element(DType::BF16, c.key_cache.mutable_data(), static_cast<std::size_t>(unreferenced * per_block), 1.5);
+  CHECK(c.key_cache.at(unreferenced * per_block) == 1.5);
+  CHECK(std::isnan(c.key_cache.at(other_unreferenced * per_block)));
+  CHECK(std::isnan(again->key_cache.at(unreferenced * per_block)));
+}
