@@ -18,7 +18,10 @@
 # 9 (the sanitizer reported hazards), 124/137 (it hung past its timeout).
 # Output under $OUT (default ./mutout): table.txt (also printed), table.json,
 # mutants.tgz (every JSON report and log).
-#   JOBS=N      parallel steps (default 6)
+#   JOBS=N      parallel steps (default 8)
+#   BUDGET=S    seconds for all steps (default 470): a step gets at most what
+#               is left of it, one that would start with less than 20 s left
+#               is not run (rc 125), so the table is always written
 #   ONLY="NN.." run only these mutants (and the control)
 #   EXTRAS="huge racecheck tests"  the extra steps to run (default all three)
 #   PACK=FILE   the binaries (default build-mutants/carry/binaries.tar.xz)
@@ -51,27 +54,38 @@ race_args="run --name race-decode --seqs 3 --q-heads 8 --kv-heads 2 --head-dim 1
   --seq-lens 17,300,1100 --mode decode --paths direct,split --plan split:256:256 --no-timing --no-checks"
 
 # One step: NAME KIND, KIND suite | huge | racecheck | test (NAME: a GPU test binary).
+# limit LIMIT: LIMIT, or what is left of the budget if less.
+limit() {
+  local left=$((deadline - $(date +%s)))
+  [ "$left" -lt "$1" ] && echo "$left" || echo "$1"
+}
 step() {
   local name=$1 kind=$2 exe=$bin/$1 t0=$SECONDS rc
   local out=$work/out/$name.$kind
+  if [ $((deadline - $(date +%s))) -lt 20 ]; then
+    echo "125 0" >"$out.rc"
+    echo "[$(date +%H:%M:%S)] $name $kind not run: the budget is spent"
+    return
+  fi
   case "$kind" in
-    suite) timeout -k 10 "${SUITE_TIMEOUT:-240}" "$exe" run --paths "$all_paths" --no-timing --json "$out.json" -q \
+    suite) timeout -k 10 "$(limit "${SUITE_TIMEOUT:-240}")" "$exe" run --paths "$all_paths" --no-timing --json "$out.json" -q \
              >"$out.log" 2>&1 ;;
     huge) local paths=reference,direct,split,prefill
           [ "$name" = 00-control ] || paths=reference,prefill
           # shellcheck disable=SC2086
-          timeout -k 10 "${HUGE_TIMEOUT:-300}" "$exe" $huge_args --paths "$paths" --json "$out.json" >"$out.log" 2>&1 ;;
-    test) timeout -k 10 "${TEST_TIMEOUT:-240}" "$exe" >"$out.log" 2>&1 ;;
+          timeout -k 10 "$(limit "${HUGE_TIMEOUT:-300}")" "$exe" $huge_args --paths "$paths" --json "$out.json" >"$out.log" 2>&1 ;;
+    test) timeout -k 10 "$(limit "${TEST_TIMEOUT:-240}")" "$exe" >"$out.log" 2>&1 ;;
     racecheck) # shellcheck disable=SC2086
-          timeout -k 10 "${RACE_TIMEOUT:-240}" compute-sanitizer --tool racecheck --error-exitcode 9 "$exe" $race_args \
+          timeout -k 10 "$(limit "${RACE_TIMEOUT:-240}")" compute-sanitizer --tool racecheck --error-exitcode 9 "$exe" $race_args \
             --json "$out.json" >"$out.log" 2>&1 ;;
   esac
   rc=$?
   echo "$rc $((SECONDS - t0))" >"$out.rc"
   echo "[$(date +%H:%M:%S)] $name $kind rc=$rc ($((SECONDS - t0)) s)"
 }
-export -f step
-export work bin all_paths huge_args race_args
+deadline=$(($(date +%s) + ${BUDGET:-470}))
+export -f step limit
+export work bin all_paths huge_args race_args deadline
 
 # The job list: extras first (the longest), then the control, then the mutants.
 jobs=$work/jobs.txt
@@ -92,8 +106,8 @@ for e in "$bin"/[0-9][0-9]-*; do
   [[ "$n" == test_gpu_* ]] && continue
   wanted "$n" && echo "$n suite" >>"$jobs"
 done
-echo "$(wc -l <"$jobs") steps, ${JOBS:-6} at a time"
-xargs -P "${JOBS:-6}" -L 1 bash -c 'step "$0" "$1"' <"$jobs"
+echo "$(wc -l <"$jobs") steps, ${JOBS:-8} at a time"
+xargs -P "${JOBS:-8}" -L 1 bash -c 'step "$0" "$1"' <"$jobs"
 
 cp scripts/mutants/*.patch "$work/out/" 2>/dev/null
 python3 scripts/mutants/summarize.py "$work/out" "$final" scripts/mutants

@@ -83,7 +83,9 @@ def load_step(work, name, kind):
     m = re.search(r"RACECHECK SUMMARY: (\d+) hazards? displayed \((\d+) errors?, (\d+) warnings?\)", text)
     if m:
         step["note"] += f"; racecheck: {m.group(2)} errors, {m.group(3)} warnings"
-    if step["rc"] in (124, 137):
+    if step["rc"] == 125:
+        step["note"] += "; not run: the device-call budget was spent"
+    elif step["rc"] in (124, 137):
         step["note"] += f"; timed out after {seconds} s"
     elif step["rc"] not in (0, 1) and not step["failures"]:
         tail = " ".join(text.strip().splitlines()[-2:])[:160]
@@ -114,7 +116,7 @@ def summarize_step(step, control_step):
     control_rc = control_step["rc"] if control_step else 0
     # A hang, a crash, an error exit or sanitizer hazards (rc 9) without
     # failing paths count when the control's same step did not end that way.
-    abnormal = step["rc"] in (124, 137) or (step["rc"] not in (0, 1) and not step["failures"])
+    abnormal = step["rc"] in (124, 137) or (step["rc"] not in (0, 1, 125) and not step["failures"])
     killed = bool(new) or (abnormal and step["rc"] != control_rc)
     return killed, new, by_path
 
