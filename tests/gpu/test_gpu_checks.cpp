@@ -75,10 +75,9 @@ bool has_failure(const PathRun& run, const std::string& fragment) {
   return false;
 }
 
-// Output 0; the LSE of sequence s's (decode) row starts with its length as
+// The LSE: 0, and each (decode) sequence's row starts with its length as
 // read from `lens`, so every row depends on the lengths the stage reads.
 Status write_lengths(const DeviceCase& d, const void* lens, cudaStream_t s) {
-  CUDA_TRY(cudaMemsetAsync(d.output.get(), 0, d.output.bytes(), s));
   CUDA_TRY(cudaMemsetAsync(d.lse.get(), 0, d.lse.bytes(), s));
   CUDA_TRY(cudaMemcpy2DAsync(d.lse.get(), static_cast<std::size_t>(d.view.q_heads) * 4, lens, 4, 4,
                              static_cast<std::size_t>(d.view.kv.num_seqs), cudaMemcpyDeviceToDevice, s));
@@ -127,7 +126,10 @@ TEST_CASE("harness: a path that keeps reading the lengths of upload time fails t
   auto frozen = std::make_shared<DeviceBuffer>();
   WorkspacePath path(
       "frozen-length-copy", [](const DeviceCase&) { return std::size_t{16}; },
-      [frozen](const DeviceCase& d, const DeviceBuffer&, cudaStream_t s) { return write_lengths(d, frozen->get(), s); },
+      [frozen](const DeviceCase& d, const DeviceBuffer&, cudaStream_t s) -> Status {
+        CUDA_TRY(cudaMemsetAsync(d.output.get(), 0, d.output.bytes(), s));
+        return write_lengths(d, frozen->get(), s);
+      },
       [frozen](const DeviceCase& d, const DeviceBuffer&) -> Status {
         auto buffer = device_alloc(d.seq_lens.bytes());
         if (!buffer) return buffer.error();
@@ -144,7 +146,10 @@ TEST_CASE("harness: a path that keeps reading the lengths of upload time fails t
   // Reading the lengths the harness updates passes.
   WorkspacePath live(
       "live-lengths", [](const DeviceCase&) { return std::size_t{16}; },
-      [](const DeviceCase& d, const DeviceBuffer&, cudaStream_t s) { return write_lengths(d, d.seq_lens.get(), s); });
+      [](const DeviceCase& d, const DeviceBuffer&, cudaStream_t s) -> Status {
+        CUDA_TRY(cudaMemsetAsync(d.output.get(), 0, d.output.bytes(), s));
+        return write_lengths(d, d.seq_lens.get(), s);
+      });
   auto good = live.run(c, correctness_options());
   REQUIRE(good.ok());
   CHECK(good->check_failures.empty());
