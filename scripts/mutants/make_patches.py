@@ -43,7 +43,7 @@ def mutant(name, header, *edits):
 
 # ---- direct (decode_direct.cu) ------------------------------------------------
 mutant("01-direct-window-off-by-one",
-       "window off by one: the direct kernel's window starts one key early (window + 1 keys)",
+       "window off by one: the direct kernel's window takes one key more (window + 1; as written, no window becomes a window of 1)",
        ("kernels/src/decode_direct.cu",
         "window_begin(seq_len, p.window), seq_len, smem);",
         "window_begin(seq_len, p.window + 1), seq_len, smem);"))

@@ -98,14 +98,14 @@ for kind in huge racecheck; do
   echo "00-control $kind" >>"$jobs"
 done
 echo "00-control suite" >>"$jobs"
-if [[ "$extras" == *" tests "* ]]; then
-  for t in test_gpu_decode test_gpu_prefill test_gpu_core; do [ -x "$bin/$t" ] && echo "$t test" >>"$jobs"; done
-fi
 for e in "$bin"/[0-9][0-9]-*; do
   n=$(basename "$e"); [ "$n" = 00-control ] && continue
-  [[ "$n" == test_gpu_* ]] && continue
   wanted "$n" && echo "$n suite" >>"$jobs"
 done
+# The GPU tests last: they check the harness, not the mutants.
+if [[ "$extras" == *" tests "* ]]; then
+  for t in test_gpu_core test_gpu_decode test_gpu_prefill; do [ -x "$bin/$t" ] && echo "$t test" >>"$jobs"; done
+fi
 echo "$(wc -l <"$jobs") steps, ${JOBS:-8} at a time"
 xargs -P "${JOBS:-8}" -L 1 bash -c 'step "$0" "$1"' <"$jobs"
 

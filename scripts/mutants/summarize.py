@@ -107,7 +107,13 @@ def header(patch):
 def summarize_step(step, control_step):
     """Failures of a mutant step that the control's same step does not have."""
     base = control_step["failures"] if control_step else {}
-    new = {k: v for k, v in step["failures"].items() if k not in base or base[k][0] != v[0]}
+    # Where the control fails the same case and path, only what it does not
+    # show counts (e.g. an extra failed check on top of the same mismatch).
+    new = {}
+    for k, (tags, reason) in step["failures"].items():
+        extra = [t for t in tags if t not in base[k][0]] if k in base else tags
+        if extra:
+            new[k] = (extra, reason)
     by_path = {}
     for (case, path), (tags, _) in sorted(new.items()):
         entry = by_path.setdefault(path, {"cases": [], "tags": set()})
