@@ -294,12 +294,24 @@ Tolerance recorded_lse_tolerance(const Judging& tol) {
   return t;
 }
 
-// Compares `out` with the case's recorded output/LSE when it has them.
+// Compares the case's recorded output/LSE, when it has them, with `out`.
+// The recorded values are what is judged, so they go in as compare()'s
+// output and the path's as its reference: compare() leaves elements whose
+// reference is NaN unjudged (their inputs were not finite), and a NaN the
+// runtime's kernel recorded must be a mismatch, not unjudged.
+ErrorStats judge_recorded(const Case& c, const std::vector<double>& recorded, const std::vector<float>& path_values,
+                          std::int64_t width, Tolerance tolerance) {
+  const std::vector<float> judged(recorded.begin(), recorded.end());
+  const std::vector<double> against(path_values.begin(), path_values.end());
+  return compare(c, judged, against, width, tolerance);
+}
+
 void compare_recorded(const Case& c, const std::vector<float>& output, const std::vector<float>& lse,
                       const std::vector<double>& recorded_output, const std::vector<double>& recorded_lse,
                       const Judging& tol, PathReport& row) {
-  if (c.recorded_output) row.recorded = compare(c, output, recorded_output, c.v_head_dim(), tol.recorded);
-  if (c.recorded_lse && !lse.empty()) row.recorded_lse = compare(c, lse, recorded_lse, 1, recorded_lse_tolerance(tol));
+  if (c.recorded_output) row.recorded = judge_recorded(c, recorded_output, output, c.v_head_dim(), tol.recorded);
+  if (c.recorded_lse && !lse.empty())
+    row.recorded_lse = judge_recorded(c, recorded_lse, lse, 1, recorded_lse_tolerance(tol));
 }
 
 struct CaseOutcome {

@@ -99,6 +99,10 @@ struct Sm90Traits {
       1024 + kQBytes + kStages * (kKBytes + kVBytes) + kOffsetBytes + kBarrierBytes;
   static_assert(kBlockN == 32 * kProducerWarps, "each producer lane owns one key of a tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+  // A split query's lo tile, at the next 1024-byte boundary past the
+  // barriers: kQBytes and up to 1023 bytes of alignment.
+  static constexpr int kSplitQueryBytes = kQBytes + 1024;
+  static_assert(kSmemBytes + kSplitQueryBytes <= 227 * 1024, "no room for a split query's lo tile");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -310,6 +314,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   const int offsets_at = T::kQBytes + T::kStages * (T::kKBytes + T::kVBytes);
   std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + offsets_at);  // [K/V][key]
   const std::uint32_t bars = q_smem + offsets_at + T::kOffsetBytes;
+  // A split query's lo tile (AttnParams::split_query), 1024-aligned after
+  // everything else: launch_query_tiles adds kSplitQueryBytes for it.
+  const bool split_q = p.split_query != 0;
+  const std::uint32_t q_lo_smem = (bars + 3 * T::kStages * 8 + 1023u) & ~1023u;
   // k_full[s] = bars + 8 s, v_full[s] = bars + 8 (kStages + s), empty[s] = bars + 8 (2 kStages + s).
   const auto k_full = [&](int s) { return bars + 8 * s; };
   const auto v_full = [&](int s) { return bars + 8 * (T::kStages + s); };
@@ -392,7 +400,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       } else {
         float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (valid) load8_as_float(qdt, src, f);
-        st_shared16(dst, pack8<T::kF16>(f));
+        if (split_q) {
+          uint4 hi, lo;
+          split8<T::kF16>(f, hi, lo);
+          st_shared16(dst, hi);
+          st_shared16(dst - q_smem + q_lo_smem, lo);
+        } else {
+          st_shared16(dst, pack8<T::kF16>(f));
+        }
       }
     }
     cp_async_commit();
@@ -424,6 +439,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
       const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
       wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
+    }
+    if (split_q) {  // S += Q_lo K^T
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; ++kk) {
+        const std::uint64_t da =
+            smem_desc(q_lo_smem + wg * 64 * 128 + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
+        const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
+        wgmma_ss<T::kF16>(sacc, da, db, true);
+      }
     }
     wgmma_commit();
     wgmma_wait<0>();

@@ -56,6 +56,14 @@ struct AttnParams {
   // token < 2^31 (no integer division in the tile loop).
   std::uint32_t block_magic = 1;
   std::uint32_t block_shift = 0;
+  // The query holds more precision than the mma operand type (an F32 query,
+  // or F16 over BF16 operands): Q is kept as hi + lo, two operand-type parts
+  // (hi = Q rounded, lo = the rest rounded), and S = Q_hi K^T + Q_lo K^T.
+  // One rounded Q alone shifts logits by |logit| * 2^-9 (BF16): with logits
+  // in the hundreds that moved softmax weights by tens of percent (the
+  // covering suite's large-logits cases, H200, 2026-12-03). The lo tile takes
+  // kSplitQueryBytes more dynamic shared memory, only in those launches.
+  std::int32_t split_query = 0;
 };
 
 // The divisor pair for `d` in 1..2^31 (AttnParams::block_magic/shift).
@@ -96,6 +104,10 @@ struct AttnTraits {
   static constexpr int kVBytes = kBlockN * DV * 2;
   static constexpr int kOffsetBytes = 2 * 2 * kBlockN * 8;  // [stage][K/V][key] int64 element offsets
   static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + 2 * kVBytes + kOffsetBytes;
+  // A split query (AttnParams::split_query) puts its lo tile after these;
+  // such launches run one CTA per SM.
+  static constexpr int kSplitQueryBytes = kQBytes;
+  static_assert(kSmemBytes + kSplitQueryBytes <= 227 * 1024, "no room for a split query's lo tile");
   static_assert(DK % 32 == 0 && DV % 16 == 0, "head dims must be multiples of 32 (K) and 16 (V)");
   static_assert(kChunksK >= 8 && kChunksV >= 8, "the XOR swizzle needs rows of at least 8 chunks (dim >= 64)");
   static_assert(kBlockN % 16 == 0, "key tile must be a multiple of the mma k (16)");
@@ -179,6 +191,20 @@ template <bool kF16>
 __device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
   return make_uint4(pack2<kF16>(f[0], f[1]), pack2<kF16>(f[2], f[3]), pack2<kF16>(f[4], f[5]),
                     pack2<kF16>(f[6], f[7]));
+}
+
+// Eight floats as hi + lo chunks of the mma operand type: hi = f rounded,
+// lo = (f - hi) rounded, so hi + lo holds about twice the operand's bits.
+template <bool kF16>
+__device__ __forceinline__ void split8(const float (&f)[8], uint4& hi, uint4& lo) {
+  float rest[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float h = kF16 ? __half2float(__float2half_rn(f[i])) : __bfloat162float(__float2bfloat16_rn(f[i]));
+    rest[i] = f[i] - h;
+  }
+  hi = pack8<kF16>(f);
+  lo = pack8<kF16>(rest);
 }
 
 // Eight query elements of `dtype` (F32, F16, BF16) at `src`, widened.
@@ -360,6 +386,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   const std::uint32_t q_smem = smem_u32(smem);
   const std::uint32_t k_smem = q_smem + T::kQBytes;
   const std::uint32_t v_smem = k_smem + 2 * T::kKBytes;
+  const bool split_q = p.split_query != 0;
+  const std::uint32_t q_lo_smem = q_smem + T::kSmemBytes;  // split query only: Q_lo, as Q
   std::int64_t* row_offsets = reinterpret_cast<std::int64_t*>(smem + T::kQBytes + 2 * T::kKBytes + 2 * T::kVBytes);
   // row_offsets[(stage * 2 + is_value) * kBlockN + key]
 
@@ -405,7 +433,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
       } else {
         float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         if (valid) load8_as_float(qdt, src, f);
-        st_shared16(dst, pack8<T::kF16>(f));
+        if (split_q) {
+          uint4 hi, lo;
+          split8<T::kF16>(f, hi, lo);
+          st_shared16(dst, hi);
+          st_shared16(dst - q_smem + q_lo_smem, lo);
+        } else {
+          st_shared16(dst, pack8<T::kF16>(f));
+        }
       }
     }
     cp_async_commit();
@@ -461,26 +496,31 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
     for (int mb = 0; mb < kRB; ++mb)
 #pragma unroll
       for (int nb = 0; nb < kNBlocks; ++nb) s[mb][nb][0] = s[mb][nb][1] = s[mb][nb][2] = s[mb][nb][3] = 0.f;
+    const auto qk = [&](std::uint32_t q_tile) {
 #pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-      std::uint32_t qa[kRB][4];
+      for (int kk = 0; kk < DK / 16; ++kk) {
+        std::uint32_t qa[kRB][4];
 #pragma unroll
-      for (int mb = 0; mb < kRB; ++mb)
-        ldmatrix_x4(q_smem + swz<T::kChunksK>(warp_row + mb * 16 + (lane % 16), 2 * kk + lane / 16), qa[mb][0],
-                    qa[mb][1], qa[mb][2], qa[mb][3]);
+        for (int mb = 0; mb < kRB; ++mb)
+          ldmatrix_x4(q_tile + swz<T::kChunksK>(warp_row + mb * 16 + (lane % 16), 2 * kk + lane / 16), qa[mb][0],
+                      qa[mb][1], qa[mb][2], qa[mb][3]);
 #pragma unroll
-      for (int nb = 0; nb < kNBlocks; nb += 2) {
-        // b0,b1: keys nb*8.. ; b2,b3: keys (nb+1)*8..; dims 16*kk .. 16*kk+15.
-        std::uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(ks + swz<T::kChunksK>(nb * 8 + (lane % 8) + (lane / 16) * 8, 2 * kk + (lane / 8) % 2), b0, b1,
-                    b2, b3);
+        for (int nb = 0; nb < kNBlocks; nb += 2) {
+          // b0,b1: keys nb*8.. ; b2,b3: keys (nb+1)*8..; dims 16*kk .. 16*kk+15.
+          std::uint32_t b0, b1, b2, b3;
+          ldmatrix_x4(ks + swz<T::kChunksK>(nb * 8 + (lane % 8) + (lane / 16) * 8, 2 * kk + (lane / 8) % 2), b0, b1,
+                      b2, b3);
 #pragma unroll
-        for (int mb = 0; mb < kRB; ++mb) {
-          mma16816<T::kF16>(s[mb][nb], qa[mb], b0, b1);
-          mma16816<T::kF16>(s[mb][nb + 1], qa[mb], b2, b3);
+          for (int mb = 0; mb < kRB; ++mb) {
+            mma16816<T::kF16>(s[mb][nb], qa[mb], b0, b1);
+            mma16816<T::kF16>(s[mb][nb + 1], qa[mb], b2, b3);
+          }
         }
       }
-    }
+    };
+    qk(q_smem);
+    // Split query: Q_lo K^T over the same K tile (its fragments read again).
+    if (split_q) qk(q_lo_smem);
 
     // Softcap (log2 domain afterwards), then the mask; uniform branches
     // around whole unrolled loops keep the common path branch free.
@@ -647,6 +687,11 @@ inline AttnParams make_params(const DeviceCaseView& view) {
     p.softcap_out = 0.f;
   }
   p.out_scale = view.v_scale;
+  // Operand type: F16 for F16 caches, else BF16 (BF16 and fp8 caches, and
+  // the gather's BF16 workspace); F32 caches take the CUDA-core kernel.
+  const bool f16_operands = view.kv_dtype == DType::F16;
+  p.split_query = view.kv_dtype != DType::F32 &&
+                  (view.query_dtype == DType::F32 || (view.query_dtype == DType::F16 && !f16_operands));
   make_fast_div(static_cast<std::uint32_t>(view.kv.block_size > 0 ? view.kv.block_size : 1), p.block_magic,
                 p.block_shift);
   return p;
@@ -672,7 +717,7 @@ inline Status check_common(const DeviceCaseView& view) {
 // One CTA per (query tile of T::kBlockM rows, sequence, KV head), heaviest
 // tiles first: the grid of `kernel` (attn_kernel<T> here, attn_sm90.cu's
 // kernel there), which takes T::kThreads threads and T::kSmemBytes of
-// dynamic shared memory.
+// dynamic shared memory (T::kSplitQueryBytes more for a split query).
 template <class T>
 Status launch_query_tiles(void (*kernel)(AttnParams), AttnParams p, cudaStream_t stream) {
   const DeviceCaseView& view = p.view;
@@ -682,8 +727,11 @@ Status launch_query_tiles(void (*kernel)(AttnParams), AttnParams p, cudaStream_t
   if (ctas == 0) return {};
   if (ctas > INT_MAX)
     return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
-  CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-  kernel<<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(p);
+  // A split query (AttnParams::split_query) keeps its lo tile behind
+  // everything else.
+  const int smem = T::kSmemBytes + (p.split_query ? T::kSplitQueryBytes : 0);
+  CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
   CUDA_TRY_LAUNCH();
   return {};
 }

@@ -314,6 +314,26 @@ TEST_CASE("a recorded LSE without a recorded output is still compared") {
   CHECK(contains(r.out, "recorded LSE"));
 }
 
+// A runtime's kernel that wrote NaN must fail its replay: the recorded
+// output is judged, never skipped as "non-finite input".
+TEST_CASE("a recorded output holding NaN or Inf fails the replay (exit 1)") {
+  REQUIRE(run_tool("gen -o nan_rec.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output").rc == 0);
+  auto c = pagecheck::load_case_file(work_dir() / "nan_rec.safetensors");
+  REQUIRE(c.ok());
+  REQUIRE(c->recorded_output.has_value());
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    std::vector<float> values(static_cast<std::size_t>(c->recorded_output->numel()));
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(c->recorded_output->at(i));
+    values[values.size() / 2] = bad;
+    pagecheck::Case broken = *c;
+    broken.recorded_output = pagecheck::Tensor::from_vector<float>(pagecheck::DType::F32, c->recorded_output->shape, values);
+    REQUIRE(pagecheck::save_case_file(broken, work_dir() / "nan_rec_bad.safetensors").ok());
+    const Result r = run_tool("replay nan_rec_bad.safetensors --paths reference");
+    CHECK(r.rc == 1);
+    CHECK(contains(r.out, "recorded"));
+  }
+}
+
 TEST_CASE("a recorded LSE failure quotes the tolerance it was judged with") {
   // F32 inputs with a BF16 recording: the recorded LSE is judged with the
   // BF16 tolerance, looser than the F32 LSE tolerance.

@@ -215,3 +215,29 @@ TEST_CASE("prefill and fmha report the kernel they ran; Hopper takes wgmma") {
   REQUIRE(run.ok());
   CHECK(run->plan.find("f32") != std::string::npos);
 }
+
+// An F32 or F16 query over BF16/fp8 operands is split into hi + lo parts
+// (AttnParams::split_query): one rounded query moved logits in the hundreds
+// by tenths and failed the covering suite's large-logits cases.
+TEST_CASE("prefill and fmha keep an F32 or F16 query's precision over 16-bit and fp8 caches (logits in the hundreds)") {
+  std::uint64_t seed = 7100;
+  for (DType q : {DType::F32, DType::F16}) {
+    for (DType kv : {DType::BF16, DType::F16, DType::F8_E4M3}) {
+      for (std::int64_t d : {64, 128}) {
+        auto s = chunk_spec(fmt::format("split-q{}-kv{}-d{}", dtype_name(q), dtype_name(kv), d), seed++);
+        s.query_dtype = q;
+        s.kv_dtype = kv;
+        s.head_dim = d;
+        s.profile = ValueProfile::LargeLogits;
+        if (is_fp8(kv)) {
+          s.k_scale = 0.25;
+          s.v_scale = 0.02;
+        }
+        s.seq_len_list = {130, 300};
+        s.q_len_list = {70, 129};
+        if (kv == DType::BF16 && d == 128) check_spec(s, {"prefill", "fmha"});
+        else check_spec(s, {"prefill"});
+      }
+    }
+  }
+}
