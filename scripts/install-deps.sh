@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Installs what pagecheck needs to build on Debian or Ubuntu, and only what is
-# missing: CMake, a C++20 compiler, Ninja, Eigen 3.4, CLI11, fmt, doctest,
-# nlohmann-json. Uses sudo when not root. The CUDA toolkit is optional and not
-# installed here: with nvcc present the GPU paths are built too.
+# Installs what pagecheck needs to build and test on Debian or Ubuntu, and
+# only what is missing: CMake, a C++20 compiler, Ninja, Eigen 3.4, CLI11,
+# fmt, doctest, nlohmann-json; for the sanitizer and fuzz steps of
+# build-and-test.sh, clang and its sanitizer/libFuzzer runtimes
+# (libclang-rt-N-dev for clang N; g++'s ASan/UBSan runtimes come with g++).
+# Uses sudo when not root. The CUDA toolkit is optional and not installed
+# here: with nvcc present the GPU paths are built too.
 set -euo pipefail
 
 packages=(libeigen3-dev libcli11-dev libfmt-dev doctest-dev nlohmann-json3-dev)
@@ -10,31 +13,53 @@ command -v cmake >/dev/null 2>&1 || packages+=(cmake)
 command -v ninja >/dev/null 2>&1 || packages+=(ninja-build)
 command -v c++ >/dev/null 2>&1 || packages+=(g++)
 command -v make >/dev/null 2>&1 || packages+=(make)
+command -v clang++ >/dev/null 2>&1 || packages+=(clang)
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
-  echo "install-deps: not a Debian/Ubuntu system; install these yourself: ${packages[*]}" >&2
+  echo "install-deps: not a Debian/Ubuntu system; install these yourself: ${packages[*]} (and clang's libFuzzer runtime)" >&2
   exit 1
 fi
 
-missing=()
-for p in "${packages[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
+as_root=()
+updated=0
+install_missing() {
+  local missing=()
+  for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$p")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    return 0
   fi
-done
-if ((${#missing[@]} == 0)); then
-  echo "install-deps: everything is installed"
-  exit 0
-fi
+  if [ "$(id -u)" -ne 0 ] && ((${#as_root[@]} == 0)); then
+    if command -v sudo >/dev/null 2>&1; then
+      as_root=("$(command -v sudo)")
+    else
+      echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  if ((updated == 0)); then
+    "${as_root[@]}" apt-get update
+    updated=1
+  fi
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+}
 
-if [ "$(id -u)" -eq 0 ]; then
-  as_root=()
-elif command -v sudo >/dev/null 2>&1; then
-  as_root=("$(command -v sudo)")
-else
-  echo "install-deps: need root or sudo to install: ${missing[*]}" >&2
-  exit 1
+install_missing "${packages[@]}"
+
+# libFuzzer and clang's ASan/UBSan runtimes: their own package on Debian 12
+# (libclang-rt-14-dev; clang only recommends it). Looked up by the runtime
+# file clang would link, so nothing is installed when it is there.
+fuzzer_runtime() { clang++ -print-file-name="libclang_rt.fuzzer-$(uname -m).a"; }
+if [ ! -f "$(fuzzer_runtime)" ]; then
+  clang_major="$(clang++ -dumpversion | cut -d. -f1)"
+  install_missing "libclang-rt-${clang_major}-dev"
+  if [ ! -f "$(fuzzer_runtime)" ]; then
+    echo "install-deps: clang ${clang_major}'s libFuzzer runtime is still missing ($(fuzzer_runtime))" >&2
+    exit 1
+  fi
 fi
-echo "install-deps: installing ${missing[*]}"
-"${as_root[@]}" apt-get update
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"
+echo "install-deps: everything is installed"

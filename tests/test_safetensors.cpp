@@ -110,7 +110,9 @@ TEST_CASE("round trip of every dtype, with metadata, zero-size tensors and align
   REQUIRE_MESSAGE(file.ok(), file.error().describe());
   CHECK(file->metadata == metadata);
   REQUIRE(file->tensors.size() == tensors.size());
-  for (const auto& [name, original] : tensors) {
+  for (const auto& item : tensors) {
+    const std::string& name = item.first;  // not a binding: INFO captures it (clang 14)
+    const Tensor& original = item.second;
     INFO("tensor ", name);
     REQUIRE(file->tensors.count(name) == 1);
     const Tensor& back = file->tensors.at(name);
