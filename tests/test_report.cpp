@@ -179,7 +179,7 @@ TEST_CASE("JSON carries the required fields") {
   t.flops = 2e9;
   direct.timings.push_back(t);
   RunReport r = one_case({ref, direct, path("fmha", PathStatus::NotApplicable, "head_dim 64 is not built")});
-  r.device = DeviceInfo{"Test GPU", 0, 132, 4000, 800};
+  r.device = DeviceInfo{"Test GPU", 0, 132, 4000, 800, 5000};
 
   const nlohmann::json j = to_json(r);
   CHECK(j["tool"] == "pagecheck");
@@ -223,6 +223,7 @@ TEST_CASE("JSON carries the required fields") {
   CHECK(jd["timings"][0]["median_ms"].get<double>() == doctest::Approx(2.0));
   CHECK(jd["timings"][0]["gb_per_s"].get<double>() == doctest::Approx(2000.0));
   CHECK(jd["timings"][0]["copy_ceiling_pct"].get<double>() == doctest::Approx(50.0));
+  CHECK(jd["timings"][0]["read_ceiling_pct"].get<double>() == doctest::Approx(40.0));
   CHECK(jd["timings"][0]["tflop_per_s"].get<double>() == doctest::Approx(1.0));
 
   CHECK(c["paths"][2]["status"] == "n/a");

@@ -123,7 +123,10 @@ std::string throughput(const StageTiming& t, const std::optional<DeviceInfo>& de
   const double gbs = gb_per_s(t);
   if (gbs > 0) {
     out += fmt::format("{:.0f} GB/s", gbs);
-    if (device && device->copy_gb_per_s > 0) out += fmt::format(" ({:.0f}% copy)", 100.0 * gbs / device->copy_gb_per_s);
+    if (device && device->copy_gb_per_s > 0) out += fmt::format(" ({:.0f}% copy", 100.0 * gbs / device->copy_gb_per_s);
+    if (device && device->copy_gb_per_s > 0 && device->read_gb_per_s > 0)
+      out += fmt::format(", {:.0f}% read", 100.0 * gbs / device->read_gb_per_s);
+    if (device && device->copy_gb_per_s > 0) out += ")";
   }
   const double tf = tflop_per_s(t);
   if (tf > 0) {
@@ -237,6 +240,11 @@ nlohmann::json json_timing(const StageTiming& t, const std::optional<DeviceInfo>
   j["copy_ceiling_pct"] = (gbs > 0 && device && device->copy_gb_per_s > 0)
                               ? json_number(100.0 * gbs / device->copy_gb_per_s)
                               : nlohmann::json(nullptr);
+  // Against the read-only stream: the bound of decode, which reads its K/V
+  // and writes almost nothing.
+  j["read_ceiling_pct"] = (gbs > 0 && device && device->read_gb_per_s > 0)
+                              ? json_number(100.0 * gbs / device->read_gb_per_s)
+                              : nlohmann::json(nullptr);
   j["matmul_ceiling_pct"] = (tf > 0 && device && device->matmul_tflop_per_s > 0)
                                 ? json_number(100.0 * tf / device->matmul_tflop_per_s)
                                 : nlohmann::json(nullptr);
@@ -336,8 +344,8 @@ std::string xml_escape(std::string_view text) {
 }
 
 void print_device(std::FILE* out, const DeviceInfo& d) {
-  fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, BF16 mma {:.0f} TFLOP/s)\n", d.device_index, d.name,
-             d.multiprocessors, d.copy_gb_per_s, d.matmul_tflop_per_s);
+  fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, read {:.0f} GB/s, BF16 mma {:.0f} TFLOP/s)\n", d.device_index,
+             d.name, d.multiprocessors, d.copy_gb_per_s, d.read_gb_per_s, d.matmul_tflop_per_s);
 }
 
 void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color,
@@ -436,6 +444,7 @@ nlohmann::json to_json(const RunReport& report) {
                    {"index", d.device_index},
                    {"multiprocessors", d.multiprocessors},
                    {"copy_gb_per_s", json_number(d.copy_gb_per_s)},
+                   {"read_gb_per_s", json_number(d.read_gb_per_s)},
                    {"matmul_tflop_per_s", json_number(d.matmul_tflop_per_s)}};
   } else {
     j["device"] = nullptr;

@@ -37,8 +37,8 @@ struct DeviceInfo {
   int device_index = 0;
   int multiprocessors = 0;
   double copy_gb_per_s = 0;      // device-to-device copy, bytes read + written
-  double read_gb_per_s = 0;      // read-only stream of device memory (decode's bound)
   double matmul_tflop_per_s = 0; // BF16 matrix product
+  double read_gb_per_s = 0;      // read-only stream of device memory (decode's bound)
 };
 
 struct RunOptions {
