@@ -53,12 +53,20 @@ install_missing "${packages[@]}"
 # libFuzzer and clang's ASan/UBSan runtimes: their own package on Debian 12
 # (libclang-rt-14-dev; clang only recommends it). Looked up by the runtime
 # file clang would link, so nothing is installed when it is there.
-fuzzer_runtime() { clang++ -print-file-name="libclang_rt.fuzzer-$(uname -m).a"; }
-if [ ! -f "$(fuzzer_runtime)" ]; then
+# Older clang names it libclang_rt.fuzzer-<arch>.a in lib/linux (Debian 12's
+# clang 14), newer libclang_rt.fuzzer.a in a per-target folder (Ubuntu 24.04's
+# clang 18); -print-runtime-dir names the folder either way.
+fuzzer_runtime_present() {
+  local dir
+  dir="$(clang++ -print-runtime-dir 2>/dev/null || true)"
+  [ -f "$dir/libclang_rt.fuzzer-$(uname -m).a" ] || [ -f "$dir/libclang_rt.fuzzer.a" ] ||
+    [ -f "$(clang++ -print-file-name="libclang_rt.fuzzer-$(uname -m).a")" ]
+}
+if ! fuzzer_runtime_present; then
   clang_major="$(clang++ -dumpversion | cut -d. -f1)"
   install_missing "libclang-rt-${clang_major}-dev"
-  if [ ! -f "$(fuzzer_runtime)" ]; then
-    echo "install-deps: clang ${clang_major}'s libFuzzer runtime is still missing ($(fuzzer_runtime))" >&2
+  if ! fuzzer_runtime_present; then
+    echo "install-deps: clang ${clang_major}'s libFuzzer runtime is still missing (looked in $(clang++ -print-runtime-dir))" >&2
     exit 1
   fi
 fi
