@@ -12,6 +12,7 @@
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/path.hpp"
+#include "pagecheck/text.hpp"
 #include "pagecheck/validate.hpp"
 
 namespace pagecheck::app {
@@ -96,8 +97,10 @@ int inspect_file(const std::string& file, int device) {
     return exit_code::kInvalidInput;
   }
   const Case& c = *loaded;
-  fmt::print("file:      {}\n", file);
-  fmt::print("case:      {}{}{}\n", c.name, c.params.description.empty() ? "" : " - ", c.params.description);
+  // Everything quoted from the file is escaped for the terminal.
+  fmt::print("file:      {}\n", printable(file));
+  fmt::print("case:      {}{}{}\n", printable(c.name, 200), c.params.description.empty() ? "" : " - ",
+             printable(c.params.description, 400));
   fmt::print("geometry:  {}\n", describe_geometry(c));
   fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
              c.value_cache.describe());
@@ -108,8 +111,7 @@ int inspect_file(const std::string& file, int device) {
              c.params.causal ? "" : "non-", c.scale(), c.params.scale ? "" : " (1/sqrt(head_dim))",
              c.params.sliding_window, c.params.softcap, c.params.k_scale, c.params.v_scale);
   for (const auto& [key, value] : c.params.extra_metadata) {
-    std::string shown = value.size() > 160 ? value.substr(0, 157) + "..." : value;
-    fmt::print("metadata:  {} = {}\n", key, shown);
+    fmt::print("metadata:  {} = {}\n", printable(key, 80), printable(value, 160));
   }
   print_table_stats(c);
 

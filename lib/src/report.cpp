@@ -5,6 +5,7 @@
 // numbers are written as null, deliberately, through json_number(); CSV
 // writes "nan" / "inf"; the table prints "nan" / "inf".
 #include "pagecheck/report.hpp"
+#include "pagecheck/text.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -352,7 +353,9 @@ void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceI
                 std::string_view said_once) {
   const char* bold = color ? "\x1b[1m" : "";
   const char* reset = color ? "\x1b[0m" : "";
-  fmt::print(out, "\n{}{}{}{}{}\n", bold, c.name, reset, c.description.empty() ? "" : "  ", c.description);
+  // Names and descriptions come from case files: escaped for the terminal.
+  fmt::print(out, "\n{}{}{}{}{}\n", bold, printable(c.name, 200), reset, c.description.empty() ? "" : "  ",
+             printable(c.description, 400));
   if (!c.geometry.empty()) fmt::print(out, "  {}\n", c.geometry);
   for (const auto& w : c.warnings) fmt::print(out, "  warning: {}\n", w);
   for (const auto& e : c.errors) fmt::print(out, "  {}invalid{}: {}\n", color ? "\x1b[31;1m" : "", reset, e);

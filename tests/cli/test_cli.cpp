@@ -334,6 +334,23 @@ TEST_CASE("a recorded output holding NaN or Inf fails the replay (exit 1)") {
   }
 }
 
+// A description or metadata value with terminal escapes is printed escaped.
+TEST_CASE("inspect and replay print a case's escape sequences escaped") {
+  REQUIRE(run_tool("gen -o esc.safetensors --seqs 1 --seq-len 8 --head-dim 64").rc == 0);
+  auto c = pagecheck::load_case_file(work_dir() / "esc.safetensors");
+  REQUIRE(c.ok());
+  c->params.description = "evil\x1b[2J\x1b]0;title\x07";
+  c->params.extra_metadata["note"] = "bell\x07";
+  REQUIRE(pagecheck::save_case_file(*c, work_dir() / "esc_bad.safetensors").ok());
+  for (const char* command : {"inspect esc_bad.safetensors", "replay esc_bad.safetensors --paths reference"}) {
+    CAPTURE(command);
+    const Result r = run_tool(command);
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK(r.out.find('\x07') == std::string::npos);
+    CHECK(contains(r.out, "evil\\x1b[2J"));
+  }
+}
+
 TEST_CASE("a recorded LSE failure quotes the tolerance it was judged with") {
   // F32 inputs with a BF16 recording: the recorded LSE is judged with the
   // BF16 tolerance, looser than the F32 LSE tolerance.
