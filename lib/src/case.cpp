@@ -5,6 +5,16 @@
 
 namespace pagecheck {
 
+const char* cache_form_name(CacheForm form) {
+  switch (form) {
+    case CacheForm::Separate: return "key_cache + value_cache";
+    case CacheForm::VllmCombined: return "kv_cache (vLLM)";
+    case CacheForm::FlashInferPaged: return "paged_kv_cache (FlashInfer)";
+    case CacheForm::VllmClassic: return "key_cache + value_cache (vLLM classic)";
+  }
+  return "unknown";
+}
+
 double CaseParams::effective_scale(std::int64_t head_dim) const {
   return scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }

@@ -7,11 +7,15 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <limits>
+#include <new>
 #include <string_view>
+#include <tuple>
 
+#include "pagecheck/limits.hpp"
 #include "pagecheck/safetensors.hpp"
 #include "pagecheck/text.hpp"
 
@@ -21,8 +25,11 @@ namespace {
 
 constexpr std::string_view kKnownTensors[] = {
     "query",     "key_cache",  "value_cache",      "block_table",     "seq_lens", "kv_indptr",
-    "kv_indices", "kv_last_page_len", "query_start_loc", "output", "lse",
+    "kv_indices", "kv_last_page_len", "query_start_loc", "output", "lse", "kv_cache", "paged_kv_cache",
 };
+// kv_layout's value for vLLM's classic paged-attention cache (read only: the
+// case holds it as HND and is written back so).
+constexpr std::string_view kClassicLayout = "vllm-classic";
 constexpr std::string_view kKnownMetadata[] = {
     "kv_layout", "causal", "scale", "sliding_window", "softcap", "k_scale", "v_scale", "description", "block_size",
 };
@@ -125,8 +132,8 @@ Expected<CaseParams> parse_params(const std::map<std::string, std::string>& meta
   for (const auto& [key, value] : metadata) {
     if (key == "kv_layout") {
       if (value == "NHD") p.layout = KvLayout::NHD;
-      else if (value == "HND") p.layout = KvLayout::HND;
-      else return metadata_error(key, value, "a KV layout (NHD or HND)");
+      else if (value == "HND" || value == kClassicLayout) p.layout = KvLayout::HND;  // classic: converted to HND
+      else return metadata_error(key, value, "a KV layout (NHD, HND or vllm-classic)");
     } else if (key == "causal") {
       // Python's str(True) is "True": accept both spellings.
       if (value == "true" || value == "True" || value == "1") p.causal = true;
@@ -179,6 +186,266 @@ std::map<std::string, std::string> format_params(const CaseParams& p) {
   return out;
 }
 
+// --- the KV cache, in any of its four forms ---------------------------------
+
+constexpr std::initializer_list<DType> kKvDtypes = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3,
+                                                    DType::F8_E5M2};
+constexpr const char* kCacheForms =
+    "key_cache + value_cache, kv_cache (vLLM) or paged_kv_cache (FlashInfer)";
+
+// Exactly one cache form is given, and the separate one whole.
+Status check_cache_presence(const std::map<std::string, Tensor>& tensors) {
+  std::vector<std::string> given;
+  const bool separate = tensors.count("key_cache") > 0 || tensors.count("value_cache") > 0;
+  if (separate) given.push_back("key_cache + value_cache");
+  if (tensors.count("kv_cache") > 0) given.push_back("kv_cache");
+  if (tensors.count("paged_kv_cache") > 0) given.push_back("paged_kv_cache");
+  if (given.size() > 1) {
+    std::string list;
+    for (std::size_t i = 0; i < given.size(); ++i)
+      list += (i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
+    return invalid_input(fmt::format("the file holds {} KV cache forms ({}); give exactly one of {}", given.size(),
+                                     list, kCacheForms));
+  }
+  if (given.empty())
+    return invalid_input(fmt::format("required tensor 'key_cache' is missing; the KV cache is {}", kCacheForms));
+  if (separate)
+    for (const char* name : {"key_cache", "value_cache"})
+      if (tensors.count(name) == 0) return invalid_input(fmt::format("required tensor '{}' is missing", name));
+  return {};
+}
+
+std::string dim_mismatch(const char* what, const Tensor& key, const Tensor& value, std::int64_t k, std::int64_t v,
+                         std::string_view layout) {
+  return fmt::format("key_cache {} and value_cache {} disagree on {} ({} vs {}, layout {})", key.describe(),
+                     value.describe(), what, k, v, layout);
+}
+
+// The conversions that copy hold the cache a second time, as long as the
+// case lives; refuse one that cannot fit before allocating it (validation
+// then counts it with the rest, estimate_memory's case_bytes).
+// `what`: the tensors, as the message names them.
+Status check_copy_fits(std::uint64_t bytes, const std::string& what) {
+  const auto limit = host_memory_limit();
+  if (!limit) return limit.error();
+  if (bytes <= *limit) return {};
+  return invalid_input(fmt::format(
+      "converting {} to separate key and value tensors at read time needs {} of host memory, but the limit is {} "
+      "({}); set PAGECHECK_MEMORY_LIMIT to allow more",
+      what, format_bytes(bytes), format_bytes(*limit),
+      std::getenv("PAGECHECK_MEMORY_LIMIT") != nullptr ? "PAGECHECK_MEMORY_LIMIT" : "the machine's memory"));
+}
+
+// A view of `bytes` bytes of `t` from byte `offset`, shaped `shape` (the
+// owner keeps the file mapped).
+Tensor sub_view(const Tensor& t, std::size_t offset, std::size_t bytes, std::vector<std::int64_t> shape) {
+  Tensor out;
+  out.dtype = t.dtype;
+  out.shape = std::move(shape);
+  out.owner = t.owner;
+  out.data = t.data + offset;
+  out.nbytes = bytes;
+  return out;
+}
+
+Expected<Tensor> allocate(DType dtype, std::vector<std::int64_t> shape) {
+  try {
+    return Tensor::zeros(dtype, std::move(shape));
+  } catch (const std::bad_alloc&) {
+    return runtime_error("out of memory converting the KV cache to separate key and value tensors");
+  }
+}
+
+// value [blocks, heads, dim, slots] -> [blocks, heads, slots, dim], elements
+// of `kBytes` bytes (the source may be misaligned: byte copies).
+template <std::size_t kBytes>
+void transpose_blocks(const std::byte* src, std::byte* dst, std::int64_t blocks, std::int64_t dim,
+                      std::int64_t slots) {
+  const std::int64_t block = dim * slots;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::byte* in = src + b * block * kBytes;
+    std::byte* out = dst + b * block * kBytes;
+    for (std::int64_t e = 0; e < dim; ++e)
+      for (std::int64_t s = 0; s < slots; ++s) std::memcpy(out + (s * dim + e) * kBytes, in + (e * slots + s) * kBytes, kBytes);
+  }
+}
+
+// vLLM: kv_cache [2, num_blocks, block_size, kv_heads, head_dim]; both
+// halves are NHD caches as they are, viewed in place.
+Status read_vllm_combined(const Tensor& t, const std::string* layout_text, Case& c) {
+  if (layout_text && *layout_text != "NHD")
+    return invalid_input(fmt::format(
+        "kv_layout is '{}' but kv_cache is vLLM's NHD cache [2, num_blocks, block_size, kv_heads, head_dim]; leave "
+        "kv_layout out or set it to NHD (FlashInfer's HND cache is paged_kv_cache [num_pages, 2, kv_heads, page_size, "
+        "head_dim])",
+        printable(*layout_text, 200)));
+  PC_TRY(check_dtype("kv_cache", t, kKvDtypes));
+  PC_TRY(check_rank("kv_cache", t, 5, "[2, num_blocks, block_size, kv_heads, head_dim] (vLLM, NHD)"));
+  if (t.dim(0) != 2)
+    return invalid_input(fmt::format("tensor 'kv_cache' has shape {}: dimension 0 must be 2 (keys, values)",
+                                     t.describe()));
+  PC_TRY(check_positive("kv_cache", t, 2, "block_size"));
+  PC_TRY(check_positive("kv_cache", t, 3, "kv_heads"));
+  PC_TRY(check_positive("kv_cache", t, 4, "head_dim"));
+  const std::vector<std::int64_t> half_shape(t.shape.begin() + 1, t.shape.end());
+  const std::size_t half = t.nbytes / 2;
+  c.key_cache = sub_view(t, 0, half, half_shape);
+  c.value_cache = sub_view(t, half, half, half_shape);
+  c.params.layout = KvLayout::NHD;
+  c.cache_form = CacheForm::VllmCombined;
+  return {};
+}
+
+// FlashInfer: paged_kv_cache [num_pages, 2, page_size, kv_heads, head_dim]
+// (NHD) or [num_pages, 2, kv_heads, page_size, head_dim] (HND): K and V of a
+// page sit side by side, so each page's two halves are copied apart.
+Status read_flashinfer(const Tensor& t, const std::string* layout_text, Case& c) {
+  if (layout_text && *layout_text == kClassicLayout)
+    return invalid_input(
+        "kv_layout 'vllm-classic' describes a rank-5 key_cache with a rank-4 value_cache, but the file gives "
+        "paged_kv_cache; set kv_layout to NHD or HND (or leave it out: NHD)");
+  const bool nhd = c.params.layout == KvLayout::NHD;
+  PC_TRY(check_dtype("paged_kv_cache", t, kKvDtypes));
+  PC_TRY(check_rank("paged_kv_cache", t, 5,
+                    nhd ? "[num_pages, 2, page_size, kv_heads, head_dim] (FlashInfer, NHD)"
+                        : "[num_pages, 2, kv_heads, page_size, head_dim] (FlashInfer, HND)"));
+  if (t.dim(1) != 2)
+    return invalid_input(fmt::format("tensor 'paged_kv_cache' has shape {}: dimension 1 must be 2 (keys, values)",
+                                     t.describe()));
+  PC_TRY(check_positive("paged_kv_cache", t, nhd ? 2 : 3, "page_size"));
+  PC_TRY(check_positive("paged_kv_cache", t, nhd ? 3 : 2, "kv_heads"));
+  PC_TRY(check_positive("paged_kv_cache", t, 4, "head_dim"));
+  PC_TRY(check_copy_fits(t.nbytes, fmt::format("paged_kv_cache {}", t.describe())));
+  const std::vector<std::int64_t> shape = {t.dim(0), t.dim(2), t.dim(3), t.dim(4)};
+  auto key = allocate(t.dtype, shape);
+  if (!key) return key.error();
+  auto value = allocate(t.dtype, shape);
+  if (!value) return value.error();
+  const auto pages = static_cast<std::size_t>(t.dim(0));
+  const std::size_t page_bytes = pages == 0 ? 0 : t.nbytes / (2 * pages);
+  for (std::size_t p = 0; p < pages; ++p) {
+    std::memcpy(key->mutable_data() + p * page_bytes, t.data + 2 * p * page_bytes, page_bytes);
+    std::memcpy(value->mutable_data() + p * page_bytes, t.data + (2 * p + 1) * page_bytes, page_bytes);
+  }
+  c.key_cache = std::move(key.value());
+  c.value_cache = std::move(value.value());
+  c.cache_form = CacheForm::FlashInferPaged;
+  return {};
+}
+
+// vLLM's classic paged-attention cache: key_cache [num_blocks, kv_heads,
+// head_dim/x, block_size, x], value_cache [num_blocks, kv_heads, head_dim,
+// block_size]; copied to HND ([num_blocks, kv_heads, block_size, dim]).
+Status read_vllm_classic(const Tensor& k, const Tensor& v, std::int64_t query_head_dim, Case& c) {
+  constexpr const char* kKeyShape = "[num_blocks, kv_heads, head_dim/x, block_size, x] (vLLM classic)";
+  constexpr const char* kValueShape = "[num_blocks, kv_heads, head_dim, block_size] (vLLM classic)";
+  PC_TRY(check_dtype("key_cache", k, kKvDtypes));
+  PC_TRY(check_dtype("value_cache", v, kKvDtypes));
+  PC_TRY(check_rank("key_cache", k, 5, kKeyShape));
+  PC_TRY(check_rank("value_cache", v, 4, kValueShape));
+  PC_TRY(check_positive("key_cache", k, 1, "kv_heads"));
+  PC_TRY(check_positive("key_cache", k, 2, "head_dim/x"));
+  PC_TRY(check_positive("key_cache", k, 3, "block_size"));
+  PC_TRY(check_positive("key_cache", k, 4, "x"));
+  PC_TRY(check_positive("value_cache", v, 1, "kv_heads"));
+  PC_TRY(check_positive("value_cache", v, 2, "head_dim"));
+  PC_TRY(check_positive("value_cache", v, 3, "block_size"));
+  for (auto [k_axis, v_axis, what] : {std::tuple<std::size_t, std::size_t, const char*>{0, 0, "num_blocks"},
+                                      {1, 1, "kv_heads"},
+                                      {3, 3, "block_size"}})
+    if (k.dim(k_axis) != v.dim(v_axis))
+      return invalid_input(dim_mismatch(what, k, v, k.dim(k_axis), v.dim(v_axis), "vllm-classic"));
+  std::int64_t head_dim = 0;
+  const bool overflow = __builtin_mul_overflow(k.dim(2), k.dim(4), &head_dim);
+  if (overflow || head_dim != query_head_dim)
+    return invalid_input(fmt::format(
+        "key_cache {} is vLLM's classic layout {}: head_dim/x = {} groups of x = {} elements make a key head_dim "
+        "of {}, but query has head_dim {}; dimensions 2 and 4 must multiply to the head dim",
+        k.describe(), kKeyShape, k.dim(2), k.dim(4), overflow ? std::string("more than 2^63") : std::to_string(head_dim),
+        query_head_dim));
+  PC_TRY(check_copy_fits(k.nbytes + v.nbytes, fmt::format("key_cache {} and value_cache {}", k.describe(), v.describe())));
+
+  const std::int64_t blocks = k.dim(0), heads = k.dim(1), groups = k.dim(2), slots = k.dim(3), x = k.dim(4);
+  const std::int64_t v_dim = v.dim(2);
+  auto key = allocate(k.dtype, {blocks, heads, slots, head_dim});
+  if (!key) return key.error();
+  auto value = allocate(v.dtype, {blocks, heads, slots, v_dim});
+  if (!value) return value.error();
+  // Key: the x elements of group i of slot s are dims [i*x, (i+1)*x) of it.
+  const auto kb = static_cast<std::int64_t>(dtype_size(k.dtype));
+  std::byte* key_out = key->mutable_data();
+  for (std::int64_t bh = 0; bh < blocks * heads; ++bh) {
+    const std::byte* in = k.data + bh * groups * slots * x * kb;
+    std::byte* out = key_out + bh * slots * head_dim * kb;
+    for (std::int64_t i = 0; i < groups; ++i)
+      for (std::int64_t s = 0; s < slots; ++s)
+        std::memcpy(out + (s * head_dim + i * x) * kb, in + (i * slots + s) * x * kb, static_cast<std::size_t>(x * kb));
+  }
+  switch (dtype_size(v.dtype)) {
+    case 1: transpose_blocks<1>(v.data, value->mutable_data(), blocks * heads, v_dim, slots); break;
+    case 2: transpose_blocks<2>(v.data, value->mutable_data(), blocks * heads, v_dim, slots); break;
+    default: transpose_blocks<4>(v.data, value->mutable_data(), blocks * heads, v_dim, slots); break;
+  }
+  c.key_cache = std::move(key.value());
+  c.value_cache = std::move(value.value());
+  c.params.layout = KvLayout::HND;
+  c.cache_form = CacheForm::VllmClassic;
+  return {};
+}
+
+// Sets c.key_cache, c.value_cache, c.cache_form and (for the forms that fix
+// it) c.params.layout from whichever form the file holds (one: checked by
+// check_cache_presence). `layout_text`: kv_layout's value, null when absent.
+Status read_cache(const std::map<std::string, Tensor>& tensors, const std::string* layout_text, Case& c) {
+  if (tensors.count("kv_cache")) return read_vllm_combined(tensors.at("kv_cache"), layout_text, c);
+  if (tensors.count("paged_kv_cache")) return read_flashinfer(tensors.at("paged_kv_cache"), layout_text, c);
+
+  const Tensor& key = tensors.at("key_cache");
+  const Tensor& value = tensors.at("value_cache");
+  const bool declared_classic = layout_text && *layout_text == kClassicLayout;
+  if (declared_classic) return read_vllm_classic(key, value, c.query.dim(2), c);
+  if (key.rank() == 5 && value.rank() == 4) {
+    // The classic shapes are unambiguous; an explicit NHD/HND contradicts them.
+    if (layout_text)
+      return invalid_input(fmt::format(
+          "key_cache {} and value_cache {} have the shapes of vLLM's classic layout ([num_blocks, kv_heads, "
+          "head_dim/x, block_size, x] and [num_blocks, kv_heads, head_dim, block_size]) but kv_layout is '{}'; for "
+          "the classic layout leave kv_layout out or set it to 'vllm-classic'",
+          key.describe(), value.describe(), printable(*layout_text, 200)));
+    return read_vllm_classic(key, value, c.query.dim(2), c);
+  }
+
+  const bool nhd = c.params.layout == KvLayout::NHD;
+  const char* cache_shape =
+      nhd ? "[num_blocks, block_size, kv_heads, dim] (NHD)" : "[num_blocks, kv_heads, block_size, dim] (HND)";
+  const std::size_t slot_axis = nhd ? 1 : 2;
+  const std::size_t head_axis = nhd ? 2 : 1;
+  for (const char* name : {"key_cache", "value_cache"}) {
+    const Tensor& t = tensors.at(name);
+    PC_TRY(check_dtype(name, t, kKvDtypes));
+    if (t.rank() == 5 && std::string_view(name) == "key_cache")
+      return invalid_input(fmt::format(
+          "tensor 'key_cache' has shape {} but must have rank 4: {}; a rank-5 key_cache is vLLM's classic layout "
+          "[num_blocks, kv_heads, head_dim/x, block_size, x], which needs a rank-4 value_cache [num_blocks, kv_heads, "
+          "head_dim, block_size] (value_cache is {})",
+          t.describe(), cache_shape, value.describe()));
+    PC_TRY(check_rank(name, t, 4, cache_shape));
+    PC_TRY(check_positive(name, t, slot_axis, "block_size"));
+    PC_TRY(check_positive(name, t, head_axis, "kv_heads"));
+    PC_TRY(check_positive(name, t, 3, "head dim"));
+  }
+  for (auto [axis, what] : {std::pair<std::size_t, const char*>{0, "num_blocks"},
+                            {slot_axis, "block_size"},
+                            {head_axis, "kv_heads"}}) {
+    if (key.dim(axis) != value.dim(axis))
+      return invalid_input(dim_mismatch(what, key, value, key.dim(axis), value.dim(axis), nhd ? "NHD" : "HND"));
+  }
+  c.key_cache = key;
+  c.value_cache = value;
+  c.cache_form = CacheForm::Separate;
+  return {};
+}
+
 // --- loading ---------------------------------------------------------------
 
 Expected<Case> build_case(SafetensorsFile& file) {
@@ -188,8 +455,8 @@ Expected<Case> build_case(SafetensorsFile& file) {
       return invalid_input(unknown_tensor_message(name));
   }
   const auto has = [&](const char* name) { return tensors.count(name) > 0; };
-  for (const char* name : {"query", "key_cache", "value_cache"})
-    if (!has(name)) return invalid_input(fmt::format("required tensor '{}' is missing", name));
+  if (!has("query")) return invalid_input("required tensor 'query' is missing");
+  PC_TRY(check_cache_presence(tensors));
 
   const bool dense = has("block_table") || has("seq_lens");
   const bool csr = has("kv_indptr") || has("kv_indices") || has("kv_last_page_len");
@@ -214,33 +481,13 @@ Expected<Case> build_case(SafetensorsFile& file) {
   Case c;
   c.params = std::move(params.value());
   c.query = tensors.at("query");
-  c.key_cache = tensors.at("key_cache");
-  c.value_cache = tensors.at("value_cache");
-  const char* cache_shape = c.params.layout == KvLayout::NHD ? "[num_blocks, block_size, kv_heads, dim] (NHD)"
-                                                              : "[num_blocks, kv_heads, block_size, dim] (HND)";
-  const std::size_t slot_axis = c.params.layout == KvLayout::NHD ? 1 : 2;
-  const std::size_t head_axis = c.params.layout == KvLayout::NHD ? 2 : 1;
 
   PC_TRY(check_dtype("query", c.query, {DType::F32, DType::F16, DType::BF16}));
   PC_TRY(check_rank("query", c.query, 3, "[num_tokens, q_heads, head_dim]"));
   PC_TRY(check_positive("query", c.query, 1, "q_heads"));
   PC_TRY(check_positive("query", c.query, 2, "head_dim"));
-  for (const char* name : {"key_cache", "value_cache"}) {
-    const Tensor& t = tensors.at(name);
-    PC_TRY(check_dtype(name, t, {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}));
-    PC_TRY(check_rank(name, t, 4, cache_shape));
-    PC_TRY(check_positive(name, t, slot_axis, "block_size"));
-    PC_TRY(check_positive(name, t, head_axis, "kv_heads"));
-    PC_TRY(check_positive(name, t, 3, "head dim"));
-  }
-  for (auto [axis, what] : {std::pair<std::size_t, const char*>{0, "num_blocks"},
-                            {slot_axis, "block_size"},
-                            {head_axis, "kv_heads"}}) {
-    if (c.key_cache.dim(axis) != c.value_cache.dim(axis))
-      return invalid_input(fmt::format("key_cache {} and value_cache {} disagree on {} ({} vs {}, layout {})",
-                                       c.key_cache.describe(), c.value_cache.describe(), what, c.key_cache.dim(axis),
-                                       c.value_cache.dim(axis), c.params.layout == KvLayout::NHD ? "NHD" : "HND"));
-  }
+  const auto layout_text = file.metadata.find("kv_layout");
+  PC_TRY(read_cache(tensors, layout_text == file.metadata.end() ? nullptr : &layout_text->second, c));
   const std::int64_t block_size = c.block_size();
 
   std::int64_t num_seqs = 0;

@@ -99,6 +99,9 @@ MemoryEstimate estimate_memory(const Case& c, int threads) {
   const std::uint64_t kv_element = std::max<std::uint64_t>(dtype_size(c.key_cache.dtype), 1);
   device = add(device, mul({total_keys, kv_heads, add(dk, dv), kv_element}));
   e.device_bytes = device;
+
+  // The case's converted cache, already allocated but held while it runs.
+  if (cache_form_copies(c.cache_form)) e.case_bytes = add(c.key_cache.nbytes, c.value_cache.nbytes);
   return e;
 }
 

@@ -397,10 +397,14 @@ void check_memory(const Case& c, Findings& errors) {
   errors.add("memory", [&] {
     return fmt::format(
         "running this case needs about {} of host memory (the reference: {}, float64 K/V of the longest sequence, "
-        "{} long, and its logits per worker thread; outputs: {}) but the limit is {} ({}); set "
+        "{} long, and its logits per worker thread; outputs: {}{}) but the limit is {} ({}); set "
         "PAGECHECK_MEMORY_LIMIT to allow more",
         format_bytes(estimate.host_bytes()), format_bytes(estimate.reference_bytes), c.max_seq_len(),
-        format_bytes(estimate.harness_bytes), format_bytes(*limit),
+        format_bytes(estimate.harness_bytes),
+        estimate.case_bytes ? fmt::format("; the KV cache converted from {}: {}", cache_form_name(c.cache_form),
+                                          format_bytes(estimate.case_bytes))
+                            : std::string(),
+        format_bytes(*limit),
         std::getenv("PAGECHECK_MEMORY_LIMIT") != nullptr ? "PAGECHECK_MEMORY_LIMIT" : "the machine's memory");
   });
 }

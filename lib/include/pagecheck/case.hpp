@@ -19,6 +19,27 @@ enum class TableForm : std::uint8_t {
   Csr,    // FlashInfer: kv_indptr, kv_indices, kv_last_page_len
 };
 
+// How a case file gave the KV cache (docs/case-format.md, "Cache forms"). The
+// case always holds separate key_cache and value_cache tensors in
+// params.layout; the reader converts the other forms, and files are always
+// written in the separate form.
+enum class CacheForm : std::uint8_t {
+  Separate,         // key_cache + value_cache, NHD or HND (kv_layout)
+  VllmCombined,     // kv_cache [2, num_blocks, block_size, kv_heads, head_dim]: NHD halves, viewed in place
+  FlashInferPaged,  // paged_kv_cache [num_pages, 2, ...] NHD or HND: copied apart at read time
+  VllmClassic,      // key_cache [num_blocks, kv_heads, head_dim/x, block_size, x] + value_cache
+                    // [num_blocks, kv_heads, head_dim, block_size]: copied to HND at read time
+};
+
+// "key_cache + value_cache", "kv_cache (vLLM)", "paged_kv_cache (FlashInfer)",
+// "key_cache + value_cache (vLLM classic)".
+const char* cache_form_name(CacheForm form);
+// True for the forms whose K and V the reader copies into memory of the case
+// (FlashInferPaged, VllmClassic): memory that estimate_memory counts.
+inline bool cache_form_copies(CacheForm form) {
+  return form == CacheForm::FlashInferPaged || form == CacheForm::VllmClassic;
+}
+
 struct CaseParams {
   KvLayout layout = KvLayout::NHD;
   bool causal = true;
@@ -54,6 +75,7 @@ struct Case {
   Tensor query;        // [num_tokens, q_heads, head_dim]  F32/F16/BF16
   Tensor key_cache;    // NHD or HND, see params.layout
   Tensor value_cache;  // same layout, its own dim
+  CacheForm cache_form = CacheForm::Separate;  // how the file gave them (written back as Separate)
   BlockTable table;
   std::vector<std::int32_t> seq_lens;         // [num_seqs] (derived for CSR)
   std::vector<std::int32_t> query_start_loc;  // [num_seqs + 1] (derived when absent)

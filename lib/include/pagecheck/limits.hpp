@@ -25,8 +25,12 @@ struct MemoryEstimate {
   // outputs, the split workspace and the gathered K/V of the FMHA path. Not
   // checked here (lib/ does not know the device); reported for the GPU side.
   std::uint64_t device_bytes = 0;
+  // Host bytes of the case's own copy of its KV cache: a FlashInfer
+  // paged_kv_cache or a vLLM classic cache, converted at read time
+  // (cache_form_copies); 0 when the cache is read in place from the file.
+  std::uint64_t case_bytes = 0;
 
-  std::uint64_t host_bytes() const { return reference_bytes + harness_bytes; }
+  std::uint64_t host_bytes() const { return reference_bytes + harness_bytes + case_bytes; }
 };
 
 // `threads`: the reference's worker count (0: all cores). Saturates at
