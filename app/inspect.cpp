@@ -105,8 +105,8 @@ int inspect_file(const std::string& file, int device) {
   fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
              c.value_cache.describe());
   if (c.cache_form != CacheForm::Separate)
-    fmt::print("cache:     given as {}; {} as {} key_cache/value_cache\n", cache_form_name(c.cache_form),
-               cache_form_copies(c.cache_form) ? "copied at read time" : "viewed in place",
+    fmt::print("cache:     given as {}; {} {} key_cache/value_cache\n", cache_form_name(c.cache_form),
+               cache_form_copies(c.cache_form) ? "copied at read time into" : "viewed in place as",
                c.params.layout == KvLayout::NHD ? "NHD" : "HND");
   if (c.recorded_output || c.recorded_lse)
     fmt::print("recorded:  output {}, lse {}\n", c.recorded_output ? c.recorded_output->describe() : "none",

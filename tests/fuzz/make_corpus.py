@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the fuzz seed corpus (tests/fuzz/corpus/): small case files, each a
 few hundred bytes, that cover the reader's and the case builder's branches:
-both table forms, both layouts, every cache dtype, recorded output and LSE,
+both table forms, both layouts, the four cache forms, every cache dtype, recorded output and LSE,
 metadata of every known key, a misaligned packing, non-finite inputs, and a
 few broken files. Deterministic (fixed seed); rerun after changing it:
     python3 tests/fuzz/make_corpus.py
@@ -80,12 +80,26 @@ def floats(n, dtype, scale=1.0):
 
 
 def case(kv_dtype="BF16", q_dtype="F32", layout="NHD", form="dense", block=2, kv_heads=1, q_heads=2, d=4, dv=4,
-         seq_lens=(3, 2), q_lens=(1, 1), blocks=5, metadata=None, recorded=False, poison=None, align=True):
+         seq_lens=(3, 2), q_lens=(1, 1), blocks=5, metadata=None, recorded=False, poison=None, align=True,
+         cache="separate", x=2):
+    """cache: "separate" (key_cache + value_cache in `layout`), "vllm" (kv_cache [2, blocks, ...] NHD),
+    "flashinfer" (paged_kv_cache [blocks, 2, ...] in `layout`) or "classic" (vLLM's 5-D key, 4-D value)."""
     tokens = sum(q_lens)
     t = [("query", q_dtype, [tokens, q_heads, d], floats(tokens * q_heads * d, q_dtype))]
     shape = (lambda dim: [blocks, block, kv_heads, dim]) if layout == "NHD" else (lambda dim: [blocks, kv_heads, block, dim])
-    t.append(("key_cache", kv_dtype, shape(d), floats(numel(shape(d)), kv_dtype)))
-    t.append(("value_cache", kv_dtype, shape(dv), floats(numel(shape(dv)), kv_dtype)))
+    if cache == "separate":
+        t.append(("key_cache", kv_dtype, shape(d), floats(numel(shape(d)), kv_dtype)))
+        t.append(("value_cache", kv_dtype, shape(dv), floats(numel(shape(dv)), kv_dtype)))
+    elif cache == "vllm":
+        combined = [2] + shape(d)
+        t.append(("kv_cache", kv_dtype, combined, floats(numel(combined), kv_dtype)))
+    elif cache == "flashinfer":
+        combined = shape(d)[:1] + [2] + shape(d)[1:]
+        t.append(("paged_kv_cache", kv_dtype, combined, floats(numel(combined), kv_dtype)))
+    else:
+        key, value = [blocks, kv_heads, d // x, block, x], [blocks, kv_heads, dv, block]
+        t.append(("key_cache", kv_dtype, key, floats(numel(key), kv_dtype)))
+        t.append(("value_cache", kv_dtype, value, floats(numel(value), kv_dtype)))
     pages = [(n + block - 1) // block for n in seq_lens]
     pool = list(range(blocks))
     rng.shuffle(pool)
@@ -148,6 +162,12 @@ def main():
         "unknown_tensor": safetensors([("blocktable", "I32", [1], [0])]),
         "empty_header": struct.pack("<Q", 2) + b"{}",
         "metadata_only": safetensors([], {"description": "d"}),
+        # The combined and classic cache forms (appended: the seeds above keep their bytes).
+        "vllm_kv_cache_bf16": case(cache="vllm", seq_lens=(3, 4), q_lens=(2, 1)),
+        "flashinfer_hnd_csr_f16": case("F16", "F16", "HND", "csr", cache="flashinfer", metadata={"kv_layout": "HND"}),
+        "flashinfer_nhd_e4m3": case("F8_E4M3", "F32", cache="flashinfer", kv_heads=2, q_heads=4),
+        "vllm_classic_x2": case(cache="classic", d=4, dv=4, x=2, metadata={"kv_layout": "vllm-classic"}),
+        "vllm_classic_f32_x4": case("F32", "F32", cache="classic", d=4, dv=2, x=4),
     }
     for name, data in seeds.items():
         with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:
