@@ -114,9 +114,10 @@ class Reducer {
 
   void accepted(const Case& c, const std::string& what) {
     if (quiet_) return;
-    fmt::print(stderr, "pagecheck: reduce: test {}: {}: still fails ({} seq{}, {}/{} heads, {} tokens, {} pages)\n",
-               tests_, what, c.num_seqs(), c.num_seqs() == 1 ? "" : "s", c.q_heads(), c.kv_heads(), c.num_tokens(),
-               c.num_blocks());
+    const auto plural = [](std::int64_t n, const char* word) { return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s"); };
+    fmt::print(stderr, "pagecheck: reduce: test {}: {}: still fails ({}, {}/{} heads, {}, {})\n", tests_, what,
+               plural(c.num_seqs(), "seq"), c.q_heads(), c.kv_heads(), plural(c.num_tokens(), "token"),
+               plural(c.num_blocks(), "page"));
     std::fflush(stderr);
   }
 
@@ -291,6 +292,11 @@ int cmd_reduce(const ReduceConfig& config, const Invocation& invocation) {
     fmt::print(stderr, "pagecheck: reduce works on one path: give --paths P (e.g. --paths split, or --paths "
                        "reference for a case whose recorded output is wrong){}\n",
                config.exec.paths.empty() ? "" : fmt::format("; got '{}'", fmt::join(config.exec.paths, ",")));
+    return exit_code::kUsage;
+  }
+  if (config.exec.paths.front() == "recorded") {
+    fmt::print(stderr, "pagecheck: --paths: there is no path 'recorded': a case's recorded output is judged on the "
+                       "reference's row; reduce it with --paths reference\n");
     return exit_code::kUsage;
   }
   auto setup = prepare_exec(config.exec);

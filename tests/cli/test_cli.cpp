@@ -846,6 +846,9 @@ TEST_CASE("reduce says when there is nothing to reduce, and refuses what it cann
   CHECK(contains(r.err, "give --paths P"));
   CHECK(run_tool("reduce fine.safetensors --paths reference,split").rc == 2);
   CHECK(run_tool("reduce fine.safetensors --paths nosuch").rc == 2);
+  r = run_tool("reduce fine.safetensors --paths recorded");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--paths reference"));
   CHECK(run_tool("reduce fine.safetensors --paths reference -o fine.safetensors").rc == 2);
   CHECK(run_tool("reduce missing.safetensors --paths reference").rc == 3);
   CHECK(run_tool("reduce fine.safetensors --paths reference --max-tests 0").rc == 2);
