@@ -131,6 +131,15 @@ struct BenchConfig {
   OutputOptions out;
 };
 
+// pagecheck reduce FILE --paths P (docs/cli.md "reduce").
+struct ReduceConfig {
+  std::string file;
+  std::string output;   // -o; empty: <stem>.reduced.safetensors next to FILE
+  int max_tests = 300;  // runs of the path, the first (the input) included
+  bool quiet = false;
+  ExecOptions exec;
+};
+
 // What main() knows about itself, for reports and replay commands.
 struct Invocation {
   std::string command_line;  // argv joined, shell-quoted

@@ -82,7 +82,7 @@ const CLI::Validator kPositiveInt32 = integer_at_least<int>(1);
 const CLI::Validator kNonNegativeInt32 = integer_at_least<int>(0);
 const CLI::Validator kSeed = integer_at_least<std::uint64_t>(0);
 
-const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench"};
+const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce"};
 
 // Edit distance with transpositions ("replya" is one step from "replay").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -359,6 +359,17 @@ int real_main(int argc, char** argv) {
   add_exec_options(bench_cmd, bench.exec, true);
   add_output_options(bench_cmd, bench.out);
 
+  ReduceConfig reduce;
+  auto* reduce_cmd =
+      app.add_subcommand("reduce", "Cut a failing case down to the smallest that fails the same way on one path");
+  reduce_cmd->add_option("file", reduce.file, "Failing case file")->required();
+  reduce_cmd->add_option("-o,--output", reduce.output, "Reduced case to write (default: FILE's stem + .reduced.safetensors)");
+  reduce_cmd->add_option("--max-tests", reduce.max_tests, "Budget: runs of the path, the input's included")
+      ->check(kPositiveInt32)
+      ->capture_default_str();
+  reduce_cmd->add_flag("-q,--quiet", reduce.quiet, "No progress lines");
+  add_exec_options(reduce_cmd, reduce.exec, false);
+
   if (const auto wrong = check_subcommand_word(argc, argv)) {
     fmt::print(stderr, "pagecheck: {}\n", *wrong);
     return exit_code::kUsage;
@@ -419,6 +430,15 @@ int real_main(int argc, char** argv) {
   if (inspect_cmd->parsed()) return cmd_inspect(inspect);
   if (tune_cmd->parsed()) return cmd_tune(tune, invocation);
   if (bench_cmd->parsed()) return cmd_bench(bench, invocation);
+  if (reduce_cmd->parsed()) {
+    // Correctness only unless timing was asked for: a failure does not
+    // depend on it, and reduce runs the path many times.
+    if (reduce_cmd->get_option("--hot")->count() + reduce_cmd->get_option("--warmup")->count() +
+            reduce_cmd->get_option("--repeats")->count() ==
+        0)
+      reduce.exec.no_timing = true;
+    return cmd_reduce(reduce, invocation);
+  }
   fmt::print(stderr, "pagecheck: no subcommand (see --help)\n");
   return exit_code::kUsage;
 }

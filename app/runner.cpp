@@ -106,6 +106,43 @@ Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>&
   return out;
 }
 
+std::string replay_command(const std::string& case_file, const std::vector<std::string>& paths, const ExecOptions& exec,
+                           const Invocation& invocation) {
+  std::string paths_arg;
+  for (const auto& p : paths) paths_arg += (paths_arg.empty() ? "" : ",") + p;
+  std::vector<std::string> args;
+  // The kernel override of the environment (docs/cli.md) is part of how the
+  // case ran.
+  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0')
+    args.insert(args.end(), {"env", std::string("PAGECHECK_ATTN_KERNEL=") + kernel});
+  args.insert(args.end(),
+              {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay", case_file, "--paths",
+               paths_arg});
+  if (exec.atol) args.insert(args.end(), {"--atol", fmt::format("{}", *exec.atol)});
+  if (exec.rtol) args.insert(args.end(), {"--rtol", fmt::format("{}", *exec.rtol)});
+  if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
+  if (!exec.tuning_file.empty())
+    args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
+  // The kernel libraries it ran with, so that its ext:<name> paths resolve.
+  for (const auto& kernel : exec.kernels)
+    args.insert(args.end(), {"--kernel", fs::absolute(kernel).lexically_normal().string()});
+  if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
+  if (exec.require_gpu) args.emplace_back("--require-gpu");
+  if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
+  if (exec.no_checks) args.emplace_back("--no-checks");
+  // Timing as it ran, so a timing regression replays the same way.
+  if (exec.no_timing) {
+    args.emplace_back("--no-timing");
+  } else {
+    if (exec.hot) args.emplace_back("--hot");
+    if (exec.warmup != ExecOptions{}.warmup) args.insert(args.end(), {"--warmup", std::to_string(exec.warmup)});
+    if (exec.repeats != ExecOptions{}.repeats) args.insert(args.end(), {"--repeats", std::to_string(exec.repeats)});
+  }
+  std::string command;
+  for (const auto& a : args) command += (command.empty() ? "" : " ") + shell_quote(a);
+  return command;
+}
+
 namespace {
 
 // Progress on stderr. On a terminal: one line rewritten in place. Elsewhere
@@ -555,38 +592,8 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
   one.cases.push_back(outcome.report);
   PC_TRY(write_json((dir / "report.json").string(), one));
 
-  std::string paths_arg;
-  for (const auto& p : paths) paths_arg += (paths_arg.empty() ? "" : ",") + p;
-  std::vector<std::string> args;
-  // The kernel override of the environment (docs/cli.md) is part of how the
-  // case ran.
-  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0')
-    args.insert(args.end(), {"env", std::string("PAGECHECK_ATTN_KERNEL=") + kernel});
-  args.insert(args.end(), {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay",
-                           fs::absolute(dir / "case.safetensors").lexically_normal().string(), "--paths",
-                           paths_arg});
-  if (exec.atol) args.insert(args.end(), {"--atol", fmt::format("{}", *exec.atol)});
-  if (exec.rtol) args.insert(args.end(), {"--rtol", fmt::format("{}", *exec.rtol)});
-  if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
-  if (!exec.tuning_file.empty())
-    args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
-  // The kernel libraries it ran with, so that its ext:<name> paths resolve.
-  for (const auto& kernel : exec.kernels)
-    args.insert(args.end(), {"--kernel", fs::absolute(kernel).lexically_normal().string()});
-  if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
-  if (exec.require_gpu) args.emplace_back("--require-gpu");
-  if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
-  if (exec.no_checks) args.emplace_back("--no-checks");
-  // Timing as it ran, so a timing regression replays the same way.
-  if (exec.no_timing) {
-    args.emplace_back("--no-timing");
-  } else {
-    if (exec.hot) args.emplace_back("--hot");
-    if (exec.warmup != ExecOptions{}.warmup) args.insert(args.end(), {"--warmup", std::to_string(exec.warmup)});
-    if (exec.repeats != ExecOptions{}.repeats) args.insert(args.end(), {"--repeats", std::to_string(exec.repeats)});
-  }
-  std::string command;
-  for (const auto& a : args) command += (command.empty() ? "" : " ") + shell_quote(a);
+  const std::string command = replay_command(fs::absolute(dir / "case.safetensors").lexically_normal().string(), paths,
+                                               exec, invocation);
 
   {
     std::ofstream f(dir / "command.txt");
@@ -617,19 +624,14 @@ int report_not_run(const OutputOptions& out, const Invocation& invocation, const
   return write_reports(targets, report, report_exit_code(report));
 }
 
-int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
-              const Invocation& invocation) {
-  // Everything that can be wrong with the options is checked before the
-  // first case runs.
+Expected<ExecSetup> prepare_exec(const ExecOptions& exec) {
+  ExecSetup setup;
   std::vector<std::string> default_paths = known_path_names();
   if (!exec.compare_reference) default_paths.erase(default_paths.begin());  // bench: GPU paths only
   // External kernel libraries (--kernel): each entry is a path ext:<name>,
   // selected by --paths like a built-in one (and by default and by "all").
   auto external = load_external_paths(exec.kernels);
-  if (!external.ok()) {
-    fmt::print(stderr, "pagecheck: {}\n", external.error().describe());
-    return exit_code_for(external.error().code);
-  }
+  if (!external.ok()) return external.error();
   std::vector<std::string> external_names, builtin_requested, external_requested;
   for (const auto& p : *external) external_names.push_back(p->name());
   bool all_external = exec.paths.empty();
@@ -639,27 +641,24 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
       builtin_requested.push_back(name);
       continue;
     }
-    if (std::find(external_names.begin(), external_names.end(), name) == external_names.end()) {
-      fmt::print(stderr, "pagecheck: --paths: unknown path '{}'; the --kernel libraries export: {}\n", name,
-                 external_names.empty() ? std::string("nothing (no --kernel given)")
-                                        : fmt::format("{}", fmt::join(external_names, ", ")));
-      return exit_code::kUsage;
-    }
+    if (std::find(external_names.begin(), external_names.end(), name) == external_names.end())
+      return usage_error(fmt::format("unknown path '{}'; the --kernel libraries export: {}", name,
+                                     external_names.empty() ? std::string("nothing (no --kernel given)")
+                                                            : fmt::format("{}", fmt::join(external_names, ", "))),
+                         "--paths");
     external_requested.push_back(name);
   }
   auto paths = !exec.paths.empty() && builtin_requested.empty()
                    ? Expected<std::vector<std::string>>(std::vector<std::string>{})
                    : resolve_paths(builtin_requested, default_paths);
-  if (paths.ok())
-    for (const auto& name : external_names)
-      if (all_external || std::find(external_requested.begin(), external_requested.end(), name) !=
-                              external_requested.end())
-        paths->push_back(name);
-  if (!paths.ok()) {
-    fmt::print(stderr, "pagecheck: {}\n", paths.error().describe());
-    return exit_code_for(paths.error().code);
-  }
-  RunOptions run_options;
+  if (!paths.ok()) return paths.error();
+  for (const auto& name : external_names)
+    if (all_external ||
+        std::find(external_requested.begin(), external_requested.end(), name) != external_requested.end())
+      paths->push_back(name);
+  setup.paths = std::move(*paths);
+  setup.external = std::move(*external);
+  RunOptions& run_options = setup.run_options;
   run_options.device = exec.device;
   run_options.hot = exec.hot;
   run_options.measure = !exec.no_timing;
@@ -669,19 +668,35 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   run_options.tuning_file = exec.tuning_file;
   if (!exec.plan.empty()) {
     auto plan = parse_plan(exec.plan);
-    if (!plan.ok()) {
-      fmt::print(stderr, "pagecheck: {}\n", plan.error().describe());
-      return exit_code::kUsage;
-    }
+    if (!plan.ok()) return usage_error(plan.error().describe());
     run_options.plan = *plan;
   }
   if (!exec.tuning_file.empty()) {
     auto tuning = read_tuning_file(exec.tuning_file);
-    if (!tuning.ok()) {
-      fmt::print(stderr, "pagecheck: --tuning: {}\n", with_label(exec.tuning_file, tuning.error().describe()));
-      return exit_code_for(tuning.error().code);
-    }
+    if (!tuning.ok())
+      return Error{tuning.error().code, with_label(exec.tuning_file, tuning.error().describe()), "--tuning"};
   }
+  return setup;
+}
+
+CaseReport evaluate_one_case(const Case& c, const ExecSetup& setup, PathRegistry& registry, const GpuSetup& gpu,
+                             const ExecOptions& exec) {
+  Progress quiet(Progress::Mode::Off, std::chrono::duration<double>(0));
+  return evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options, false, quiet, 0, 1).report;
+}
+
+int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
+              const Invocation& invocation) {
+  // Everything that can be wrong with the options is checked before the
+  // first case runs.
+  auto setup = prepare_exec(exec);
+  if (!setup.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", setup.error().describe());
+    return exit_code_for(setup.error().code);
+  }
+  const std::vector<std::string>* const paths = &setup->paths;
+  const RunOptions& run_options = setup->run_options;
+  std::vector<std::unique_ptr<Path>>* const external = &setup->external;
   const auto interval = progress_interval();
   if (!interval.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", interval.error().describe());
@@ -706,14 +721,15 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   GpuSetup gpu;
   const bool wants_gpu = std::any_of(paths->begin(), paths->end(), [](const auto& p) { return p != "reference"; });
   if (wants_gpu || exec.require_gpu) {
-    auto setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
-    if (!setup.ok()) {
+    auto gpu_setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
+    if (!gpu_setup.ok()) {
       // Nothing runs; the reports still say why.
-      fmt::print(stderr, "pagecheck: {}\n", setup.error().describe());
-      report.errors.push_back(setup.error().describe());
-      return write_reports(targets, report, std::max(report_exit_code(report), exit_code_for(setup.error().code)));
+      fmt::print(stderr, "pagecheck: {}\n", gpu_setup.error().describe());
+      report.errors.push_back(gpu_setup.error().describe());
+      return write_reports(targets, report,
+                           std::max(report_exit_code(report), exit_code_for(gpu_setup.error().code)));
     }
-    gpu = std::move(*setup);
+    gpu = std::move(*gpu_setup);
   }
   for (auto& p : *external) registry.add(std::move(p));
   report.device = gpu.device;

@@ -5,11 +5,15 @@
 
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
+#include "gpu_setup.hpp"
 #include "pagecheck/case.hpp"
+#include "pagecheck/path.hpp"
+#include "pagecheck/report.hpp"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck::app {
@@ -34,6 +38,29 @@ Expected<std::vector<std::string>> resolve_paths(const std::vector<std::string>&
 // runs; a reader of the table that goes away does not stop the run.
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
               const Invocation& invocation);
+
+// What run_cases sets up once from the options before the first case (and
+// `reduce` before its many runs of one case): the paths (--paths resolved,
+// the --kernel libraries' paths last), the run options (--plan parsed,
+// --tuning read). Errors name the option; their code is the exit code's.
+struct ExecSetup {
+  std::vector<std::string> paths;
+  RunOptions run_options;
+  std::vector<std::unique_ptr<Path>> external;  // the --kernel paths, for the registry
+};
+Expected<ExecSetup> prepare_exec(const ExecOptions& exec);
+
+// One case through setup.paths exactly as run_cases judges each of its cases
+// (validation, reference, each path, tolerances, recorded output), without
+// progress or outputs kept. `registry` holds the GPU and external paths.
+CaseReport evaluate_one_case(const Case& c, const ExecSetup& setup, PathRegistry& registry, const GpuSetup& gpu,
+                             const ExecOptions& exec);
+
+// The command line that replays `case_file` on `paths` with the same
+// tolerances, plan, tuning file, kernel libraries, device, checks and timing
+// options (what a bundle's command.txt holds), shell-quoted.
+std::string replay_command(const std::string& case_file, const std::vector<std::string>& paths, const ExecOptions& exec,
+                           const Invocation& invocation);
 
 // For a command that cannot run at all (bench or tune without a GPU): says
 // why on stderr, still writes the requested reports with the reason (so CI

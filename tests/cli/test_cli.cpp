@@ -770,3 +770,91 @@ TEST_CASE("off a terminal, progress lines come at most once per interval; short 
   CHECK(!contains(run_tool("run --preset mqa --paths reference -q", "PAGECHECK_PROGRESS_SECONDS=0").err, "case 1/1"));
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_PROGRESS_SECONDS=soon").rc == 2);
 }
+
+// reduce (docs/cli.md "reduce"): a recorded output wrong in one element of
+// one (sequence, head, token) reduces to that element's sequence, head and
+// the context its token sees, and still fails the same way.
+TEST_CASE("reduce cuts a planted recorded-output failure down to one sequence, head and token") {
+  REQUIRE(run_tool("gen -o plant.safetensors --seqs 4 --q-heads 8 --kv-heads 2 --head-dim 64 --seq-len 40 "
+                   "--mode prefill --with-output")
+              .rc == 0);
+  auto c = pagecheck::load_case_file(work_dir() / "plant.safetensors");
+  REQUIRE(c.ok());
+  REQUIRE(c->recorded_output.has_value());
+  const std::int64_t seq = 2, token_in_seq = 5, head = 5, dim = 3, heads = 8, width = 64;
+  const std::int64_t token = c->query_start_loc[seq] + token_in_seq;
+  std::vector<float> values(static_cast<std::size_t>(c->recorded_output->numel()));
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(c->recorded_output->at(i));
+  values[static_cast<std::size_t>((token * heads + head) * width + dim)] += 1.0f;
+  pagecheck::Case bad = *c;
+  bad.recorded_output = pagecheck::Tensor::from_vector<float>(pagecheck::DType::F32, c->recorded_output->shape, values);
+  REQUIRE(pagecheck::save_case_file(bad, work_dir() / "plant_bad.safetensors").ok());
+  REQUIRE(run_tool("replay plant_bad.safetensors --paths reference").rc == 1);
+
+  fs::remove(work_dir() / "plant_bad.reduced.safetensors");
+  const Result r = run_tool("reduce plant_bad.safetensors --paths reference");
+  INFO(r.out, r.err);
+  REQUIRE(r.rc == 0);
+  CHECK(contains(r.out, "still fails on reference (recorded output beyond tolerance)"));
+  CHECK(contains(r.out, "before: 4 seqs"));
+  CHECK(contains(r.out, "after:  1 seq,"));
+  CHECK(contains(r.err, "pagecheck: reduce: test "));  // progress
+  auto reduced = pagecheck::load_case_file(work_dir() / "plant_bad.reduced.safetensors");
+  REQUIRE(reduced.ok());
+  CHECK(reduced->num_seqs() == 1);
+  CHECK(reduced->q_heads() == 1);
+  CHECK(reduced->kv_heads() == 1);
+  CHECK(reduced->num_tokens() == 1);
+  CHECK(reduced->seq_lens[0] == token_in_seq + 1);  // causal: the token sees keys 0..5
+  CHECK(reduced->num_blocks() == 1);
+  CHECK(reduced->params.extra_metadata["reduced_from"] == "plant_bad.safetensors");
+  // The kept query row and recorded output/LSE row are the original's, bitwise.
+  REQUIRE(reduced->recorded_output.has_value());
+  REQUIRE(reduced->recorded_lse.has_value());
+  for (std::int64_t d = 0; d < width; ++d) {
+    const auto at = static_cast<std::size_t>((token * heads + head) * width + d);
+    CHECK(reduced->recorded_output->at(static_cast<std::size_t>(d)) == bad.recorded_output->at(at));
+    CHECK(reduced->query.at(static_cast<std::size_t>(d)) == bad.query.at(at));
+  }
+  CHECK(reduced->recorded_lse->at(0) == bad.recorded_lse->at(static_cast<std::size_t>(token * heads + head)));
+
+  // The printed replay command reproduces the failure.
+  const auto at = r.out.find("replay: ");
+  REQUIRE(at != std::string::npos);
+  const std::string command = r.out.substr(at + 8, r.out.find('\n', at) - at - 8);
+  CHECK(contains(command, "plant_bad.reduced.safetensors --paths reference"));
+  const Result replayed = run_tool(command.substr(command.find(" replay ") + 1));
+  CHECK(replayed.rc == 1);
+  CHECK(contains(replayed.out, "differs from the recorded output"));
+
+  // -o, and a bounded budget that still writes the best case found so far.
+  const Result budget = run_tool("reduce plant_bad.safetensors --paths reference -o cut/small.safetensors --max-tests 3 -q");
+  CHECK(budget.rc == 0);
+  CHECK(contains(budget.out, "the budget of 3 tests ran out"));
+  CHECK(budget.err.empty());
+  CHECK(fs::exists(work_dir() / "cut" / "small.safetensors"));
+}
+
+TEST_CASE("reduce says when there is nothing to reduce, and refuses what it cannot do") {
+  REQUIRE(run_tool("gen -o fine.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output").rc == 0);
+  Result r = run_tool("reduce fine.safetensors --paths reference");
+  CHECK(r.rc == 3);
+  CHECK(contains(r.err, "fine.safetensors does not fail on path reference: nothing to reduce"));
+  CHECK(!fs::exists(work_dir() / "fine.reduced.safetensors"));
+  r = run_tool("reduce fine.safetensors");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "give --paths P"));
+  CHECK(run_tool("reduce fine.safetensors --paths reference,split").rc == 2);
+  CHECK(run_tool("reduce fine.safetensors --paths nosuch").rc == 2);
+  r = run_tool("reduce fine.safetensors --paths recorded");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--paths reference"));
+  CHECK(run_tool("reduce fine.safetensors --paths reference -o fine.safetensors").rc == 2);
+  CHECK(run_tool("reduce missing.safetensors --paths reference").rc == 3);
+  CHECK(run_tool("reduce fine.safetensors --paths reference --max-tests 0").rc == 2);
+  if (!have_gpu()) {
+    r = run_tool("reduce fine.safetensors --paths split");
+    CHECK(r.rc == 4);
+    CHECK(contains(r.err, "path split cannot run here"));
+  }
+}
