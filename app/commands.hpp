@@ -13,5 +13,6 @@ int cmd_gen(const GenConfig& config);
 int cmd_inspect(const InspectConfig& config);
 int cmd_tune(const TuneConfig& config, const Invocation& invocation);
 int cmd_bench(const BenchConfig& config, const Invocation& invocation);
+int cmd_merge(const MergeConfig& config, const Invocation& invocation);  // app/merge.cpp
 
 }  // namespace pagecheck::app
