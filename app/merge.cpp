@@ -35,15 +35,21 @@ int emit_merged(const RunReport& report, const std::vector<std::string>& warning
   const bool report_on_stdout = out.json == "-" || out.csv == "-" || out.junit == "-";
   std::FILE* const table = report_on_stdout ? stderr : stdout;
   const bool color = stream_wants_color(table, out.no_color);
-  if (!out.quiet) {
-    const std::string said_once = common_skip_reason(report);
-    if (report.device) print_device(table, *report.device);
-    else if (!said_once.empty()) fmt::print(table, "GPU paths skipped: {}\n", said_once);
-    for (const auto& c : report.cases) print_case(table, c, report.device, color, said_once);
+  // A reader of the table that goes away (`| head`: EPIPE, fmt throws) does
+  // not stop the reports from being written.
+  try {
+    if (!out.quiet) {
+      const std::string said_once = common_skip_reason(report);
+      if (report.device) print_device(table, *report.device);
+      else if (!said_once.empty()) fmt::print(table, "GPU paths skipped: {}\n", said_once);
+      for (const auto& c : report.cases) print_case(table, c, report.device, color, said_once);
+    }
+    print_summary(table, report);
+    if (!out.quiet) print_failures(table, report);
+    std::fflush(table);
+  } catch (const std::exception&) {
   }
-  print_summary(table, report);
-  print_failures(out.quiet ? stderr : table, report);
-  std::fflush(table);
+  if (out.quiet) print_failures(stderr, report);
   return write_report_files(out, report, std::max(code, report_exit_code(report)));
 }
 
