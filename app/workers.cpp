@@ -193,10 +193,11 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
   const int threads = exec.threads > 0 ? exec.threads : static_cast<int>(std::max(1u, cores / static_cast<unsigned>(count)));
   const std::vector<std::string> user_args = forwarded_args(invocation.args);
 
-  fmt::print(stderr, "pagecheck: {} worker{} ({}), reports in {}\n", count, count == 1 ? "" : "s",
-             exec.all_devices ? fmt::format("one per GPU: {}", fmt::join(gpus, ", "))
-                              : fmt::format("{} reference thread{} each", threads, threads == 1 ? "" : "s"),
-             dir.string());
+  if (!out.quiet)
+    fmt::print(stderr, "pagecheck: {} worker{} ({}), reports in {}\n", count, count == 1 ? "" : "s",
+               exec.all_devices ? fmt::format("one per GPU: {}", fmt::join(gpus, ", "))
+                                : fmt::format("{} reference thread{} each", threads, threads == 1 ? "" : "s"),
+               dir.string());
   std::vector<Worker> workers(static_cast<std::size_t>(count));
   int code = exit_code::kPass;
   for (int i = 0; i < count; ++i) {
