@@ -136,3 +136,13 @@ if(NOT HAVE_CUDA)
   file(READ "${WORK}/device-all.json" json)
   expect_contains("${json}" "built without CUDA" "--device all's report")
 endif()
+
+# 6. A usage error only the workers see (an unknown path) is the run's: exit 2, said once.
+pagecheck_run(rc out run --workers 2 --paths bogus --json never.json)
+expect_contains("${rc}: ${out}" "2: " "--workers with a bad --paths (exit)")
+expect_contains("${out}" "unknown path 'bogus'" "--workers with a bad --paths")
+string(REGEX MATCHALL "unknown path 'bogus'" said "${out}")
+list(LENGTH said times)
+if(NOT times EQUAL 1)
+  message(FATAL_ERROR "--workers 2 --paths bogus: the error should be said once, was said ${times} times:\n${out}")
+endif()
