@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "gpu_setup.hpp"
 #include "runner.hpp"
+#include "workers.hpp"
 #include "specs.hpp"
 #include "pagecheck/plan.hpp"
 #include "pagecheck/report.hpp"
@@ -79,6 +80,7 @@ int cmd_bench(const BenchConfig& config, const Invocation& invocation) {
   if (gpu::device_count() == 0)
     return report_not_run(config.out, invocation, "bench needs a CUDA device and none is present: nothing to benchmark");
 #endif
+  if (wants_workers(config.exec)) return run_workers(config.exec, config.out, invocation);
   ExecOptions exec = config.exec;
   exec.require_gpu = true;  // a benchmark without a GPU measures nothing
   exec.compare_reference = config.check;

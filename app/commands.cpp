@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "runner.hpp"
+#include "workers.hpp"
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/reference.hpp"
@@ -64,6 +65,8 @@ int cmd_run(const RunConfig& config, const Invocation& invocation) {
     fmt::print(stderr, "pagecheck: {}\n", specs.error().describe());
     return exit_code_for(specs.error().code);
   }
+  // --device all / --workers: the cases are checked above, then the workers run them.
+  if (wants_workers(config.exec)) return run_workers(config.exec, config.out, invocation);
   std::vector<CaseSource> sources;
   for (const auto& spec : *specs)
     sources.push_back({spec.name, [spec]() { return generate_case(spec); }});
@@ -71,8 +74,13 @@ int cmd_run(const RunConfig& config, const Invocation& invocation) {
 }
 
 int cmd_replay(const ReplayConfig& config, const Invocation& invocation) {
+  if (wants_workers(config.exec)) return run_workers(config.exec, config.out, invocation);
+  // Sharded, the files go in byte order, so that shells that expand a glob in
+  // different orders (locales) still cut the same shards.
+  std::vector<std::string> files = config.files;
+  if (!config.exec.shard.empty()) std::sort(files.begin(), files.end());
   std::vector<CaseSource> sources;
-  for (const auto& file : config.files) {
+  for (const auto& file : files) {
     sources.push_back({file, [file]() -> Expected<Case> {
                          PC_TRY(check_case_path(file));
                          auto c = load_case_file(file);

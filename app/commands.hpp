@@ -14,5 +14,6 @@ int cmd_inspect(const InspectConfig& config);
 int cmd_tune(const TuneConfig& config, const Invocation& invocation);
 int cmd_bench(const BenchConfig& config, const Invocation& invocation);
 int cmd_reduce(const ReduceConfig& config, const Invocation& invocation);
+int cmd_merge(const MergeConfig& config, const Invocation& invocation);  // app/merge.cpp
 
 }  // namespace pagecheck::app

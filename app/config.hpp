@@ -75,6 +75,10 @@ struct ExecOptions {
   std::string tuning_file;  // --tuning FILE
   int threads = 0;          // reference threads, 0: all cores
   bool compare_reference = true;  // bench: only with --check
+  // Sweeps over several jobs or GPUs (docs/cli.md "Sharding").
+  std::string shard;         // --shard I/N: run only case k with k mod N == I (0-based)
+  bool all_devices = false;  // --device all: one worker process per GPU, merged
+  int workers = 0;           // --workers N: N worker processes on this host (0: none, run here)
 };
 
 // Where results go. A report path of "-" is stdout; the terminal table then
@@ -144,6 +148,14 @@ struct ReduceConfig {
 struct Invocation {
   std::string command_line;  // argv joined, shell-quoted
   std::string executable;    // absolute path of this binary where known
+  std::vector<std::string> args;  // argv[1..] as given (the subcommand first), for --device all's workers
+};
+
+// pagecheck merge: JSON reports in, one report out.
+struct MergeConfig {
+  std::vector<std::string> files;
+  OutputOptions out;
+  bool allow_missing_shards = false;
 };
 
 }  // namespace pagecheck::app

@@ -19,6 +19,14 @@ bool built_with_cuda() {
 #endif
 }
 
+int cuda_device_count() {
+#ifdef PAGECHECK_HAVE_CUDA
+  return gpu::device_count();
+#else
+  return 0;
+#endif
+}
+
 Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_ceilings, bool require_gpu) {
   GpuSetup setup;
 #ifdef PAGECHECK_HAVE_CUDA

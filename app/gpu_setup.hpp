@@ -15,6 +15,10 @@ namespace pagecheck::app {
 // True when this binary was built with the GPU paths.
 bool built_with_cuda();
 
+// CUDA devices present (what CUDA_VISIBLE_DEVICES leaves visible); 0 in a
+// build without CUDA. For --device all.
+int cuda_device_count();
+
 struct GpuSetup {
   int device_count = 0;
   std::optional<DeviceInfo> device;  // the device the GPU paths run on

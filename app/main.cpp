@@ -31,6 +31,7 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "runner.hpp"
+#include "pagecheck/shard.hpp"
 #include "pagecheck/status.hpp"
 #include "pagecheck/synthetic.hpp"
 
@@ -82,7 +83,27 @@ const CLI::Validator kPositiveInt32 = integer_at_least<int>(1);
 const CLI::Validator kNonNegativeInt32 = integer_at_least<int>(0);
 const CLI::Validator kSeed = integer_at_least<std::uint64_t>(0);
 
-const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce"};
+// --device: an index, or "all".
+const CLI::Validator kDevice(
+    [](std::string& text) -> std::string {
+      if (text == "all") return {};
+      int value = 0;
+      const char* end = text.data() + text.size();
+      const auto [stop, error] = std::from_chars(text.data(), end, value);
+      if (error != std::errc() || stop != end || value < 0)
+        return fmt::format("must be a device index (an integer >= 0) or all, got '{}'", text);
+      return {};
+    },
+    "INDEX|all");
+
+const CLI::Validator kShard(
+    [](std::string& text) -> std::string {
+      const auto shard = parse_shard(text);
+      return shard.ok() ? std::string() : shard.error().message;
+    },
+    "I/N");
+
+const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce", "merge"};
 
 // Edit distance with transpositions ("replya" is one step from "replay").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -217,6 +238,8 @@ std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
   return geometry;
 }
 
+void add_shard_options(CLI::App* cmd, ExecOptions& e);
+
 void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
   const char* g = "Execution";
   cmd->add_option("--paths", e.paths,
@@ -237,7 +260,18 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
   cmd->add_option("--rtol", e.rtol, "Relative tolerance (overrides the per-dtype default)")
       ->check(kNonNegativeNotNan)
       ->group(g);
-  cmd->add_option("--device", e.device, "CUDA device index")->check(kNonNegativeInt32)->capture_default_str()->group(g);
+  // --device N, or all: one worker process per GPU (docs/cli.md "Sharding").
+  cmd->add_option_function<std::string>(
+         "--device",
+         [&e](const std::string& text) {
+           e.all_devices = text == "all";
+           if (!e.all_devices) e.device = std::stoi(text);
+         },
+         "CUDA device index, or all: one worker process per GPU, their reports merged")
+      ->check(kDevice)
+      ->default_str("0")
+      ->group(g);
+  add_shard_options(cmd, e);
   if (!bench) cmd->add_flag("--require-gpu", e.require_gpu, "A missing GPU is a failure (exit 4)")->group(g);
   cmd->add_flag("--fail-on-skip", e.fail_on_skip, "A skipped or n/a selected path fails the run (exit 1)")->group(g);
   auto* hot = cmd->add_flag("--hot", e.hot, "Do not flush L2 between timed repeats")->group(g);
@@ -274,6 +308,17 @@ void add_output_options(CLI::App* cmd, OutputOptions& o) {
   cmd->add_flag("--no-color", o.no_color, "No ANSI colors (also: NO_COLOR set, or not a terminal)")->group(g);
 }
 
+// --shard I/N and --workers N (run, replay, bench; docs/cli.md "Sharding").
+void add_shard_options(CLI::App* cmd, ExecOptions& e) {
+  auto* shard = cmd->add_option("--shard", e.shard, "Run only shard I of N (0-based): case k when k mod N == I")
+                    ->check(kShard)
+                    ->group("Execution");
+  cmd->add_option("--workers", e.workers, "Run N worker processes here, one shard each, and merge their reports")
+      ->check(kPositiveInt32)
+      ->excludes(shard)
+      ->group("Execution");
+}
+
 std::string executable_path(const char* argv0) {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -286,6 +331,7 @@ int real_main(int argc, char** argv) {
   invocation.executable = executable_path(argc > 0 ? argv[0] : nullptr);
   for (int i = 0; i < argc; ++i)
     invocation.command_line += (i ? " " : "") + shell_quote(i == 0 ? std::string("pagecheck") : std::string(argv[i]));
+  for (int i = 1; i < argc; ++i) invocation.args.emplace_back(argv[i]);
 
   CLI::App app{"pagecheck: a harness for paged-attention kernels. Runs synthetic or recorded cases through the GPU\n"
                "paths and an Eigen CPU reference, and reports the error and throughput of each path."};
@@ -369,6 +415,16 @@ int real_main(int argc, char** argv) {
       ->capture_default_str();
   reduce_cmd->add_flag("-q,--quiet", reduce.quiet, "No progress lines");
   add_exec_options(reduce_cmd, reduce.exec, false);
+  MergeConfig merge;
+  auto* merge_cmd = app.add_subcommand("merge", "Join JSON reports (shards of one run, or separate runs) into one");
+  merge_cmd->add_option("reports", merge.files, "JSON reports written by run, replay or bench --json")->required();
+  merge_cmd->add_flag("--allow-missing-shards", merge.allow_missing_shards,
+                      "Merge an incomplete set of shards (a warning, not an error)");
+  merge_cmd->add_option("--json", merge.out.json, "Write the merged report as JSON (-: stdout)")->group("Output");
+  merge_cmd->add_option("--csv", merge.out.csv, "Write one CSV row per case and path (-: stdout)")->group("Output");
+  merge_cmd->add_option("--junit", merge.out.junit, "Write JUnit XML (-: stdout)")->group("Output");
+  merge_cmd->add_flag("-q,--quiet", merge.out.quiet, "Only the summary line and the list of failures")->group("Output");
+  merge_cmd->add_flag("--no-color", merge.out.no_color, "No ANSI colors")->group("Output");
 
   if (const auto wrong = check_subcommand_word(argc, argv)) {
     fmt::print(stderr, "pagecheck: {}\n", *wrong);
@@ -439,6 +495,7 @@ int real_main(int argc, char** argv) {
       reduce.exec.no_timing = true;
     return cmd_reduce(reduce, invocation);
   }
+  if (merge_cmd->parsed()) return cmd_merge(merge, invocation);
   fmt::print(stderr, "pagecheck: no subcommand (see --help)\n");
   return exit_code::kUsage;
 }

@@ -21,6 +21,7 @@
 #include "pagecheck/reference.hpp"
 #include "pagecheck/report.hpp"
 #include "pagecheck/safetensors.hpp"
+#include "pagecheck/shard.hpp"
 #include "pagecheck/validate.hpp"
 
 namespace pagecheck::app {
@@ -716,6 +717,15 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   report.tool_version = PAGECHECK_VERSION;
   report.command_line = invocation.command_line;
   report.fail_on_skip = exec.fail_on_skip;
+  if (!exec.shard.empty()) {
+    auto shard = parse_shard(exec.shard);
+    if (!shard.ok()) {
+      fmt::print(stderr, "pagecheck: {}\n", shard.error().describe());
+      return exit_code::kUsage;
+    }
+    shard->cases_total = static_cast<std::int64_t>(sources.size());
+    report.shard = *shard;
+  }
 
   PathRegistry registry;
   GpuSetup gpu;
@@ -751,9 +761,14 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
                     std::chrono::duration<double>(*interval));
   std::set<std::string> bundle_names;
   int bundle_code = exit_code::kPass;
-  for (std::size_t i = 0; i < sources.size(); ++i) {
+  // --shard I/N: case k of the full list when k mod N == I (pagecheck/shard.hpp).
+  std::vector<std::size_t> selected;
+  for (std::size_t k = 0; k < sources.size(); ++k)
+    if (!report.shard || in_shard(static_cast<std::int64_t>(k), *report.shard)) selected.push_back(k);
+  for (std::size_t n = 0; n < selected.size(); ++n) {
+    const std::size_t i = selected[n];
     const CaseSource& source = sources[i];
-    progress.update(i, sources.size(), source.label, "loading");
+    progress.update(n, selected.size(), source.label, "loading");
     Expected<Case> loaded = runtime_error("not loaded");
     try {
       loaded = source.load();
@@ -770,6 +785,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     if (!loaded.ok()) {
       progress.clear();
       CaseReport bad;
+      bad.index = static_cast<std::int64_t>(i);
       bad.name = source.label;
       bad.errors.push_back(loaded.error().describe());
       fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
@@ -779,7 +795,8 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     }
     const Case& c = *loaded;
     CaseOutcome outcome = evaluate_case(c, *paths, registry, gpu, exec, run_options, !out.save_failing.empty(),
-                                        progress, i, sources.size());
+                                        progress, n, selected.size());
+    outcome.report.index = static_cast<std::int64_t>(i);
     progress.clear();
     if (!outcome.report.errors.empty())
       fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label,
@@ -829,6 +846,12 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
   }
 
   return write_reports(targets, report, std::max(report_exit_code(report), bundle_code));
+}
+
+int check_report_files(const OutputOptions& out) { return check_report_targets(report_targets(out)); }
+
+int write_report_files(const OutputOptions& out, const RunReport& report, int code) {
+  return write_reports(report_targets(out), report, code);
 }
 
 }  // namespace pagecheck::app

@@ -67,6 +67,12 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
 // finds one), and returns exit 4. `json` etc. as in OutputOptions.
 int report_not_run(const OutputOptions& out, const Invocation& invocation, const std::string& reason);
 
+// The report files of `out` (--json, --csv, --junit): checked before a run
+// (at most one on stdout; folders made; exit 2 or 4 with the message printed,
+// 0 when all is well), and written (the code raised to 4 when one fails).
+int check_report_files(const OutputOptions& out);
+int write_report_files(const OutputOptions& out, const RunReport& report, int code);
+
 // Before anything runs: makes the parent folders of an output file and
 // refuses a folder or a place that cannot be written (exit 4), naming the
 // path. "-" (stdout) passes.

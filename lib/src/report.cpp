@@ -439,6 +439,7 @@ void print_table(std::FILE* out, const RunReport& report, bool color) {
 nlohmann::json to_json(const RunReport& report) {
   nlohmann::json j;
   j["tool"] = "pagecheck";
+  j["schema"] = kReportSchema;
   j["version"] = report.tool_version;
   j["command"] = report.command_line;
   if (report.device) {
@@ -459,9 +460,16 @@ nlohmann::json to_json(const RunReport& report) {
   j["exit_code"] = report_exit_code(report);
   j["errors"] = report.errors;
   j["fail_on_skip"] = report.fail_on_skip;
+  // --shard I/N: which share this is, so that `merge` can tell a missing one.
+  j["shard"] = report.shard ? nlohmann::json{{"index", report.shard->index},
+                                             {"count", report.shard->count},
+                                             {"cases_total", report.shard->cases_total}}
+                            : nlohmann::json(nullptr);
   j["cases"] = nlohmann::json::array();
-  for (const auto& c : report.cases) {
+  for (std::size_t i = 0; i < report.cases.size(); ++i) {
+    const CaseReport& c = report.cases[i];
     nlohmann::json jc;
+    jc["index"] = c.index >= 0 ? c.index : static_cast<std::int64_t>(i);
     jc["name"] = c.name;
     jc["description"] = c.description;
     jc["geometry"] = c.geometry;
@@ -619,6 +627,10 @@ std::string to_junit(const RunReport& report) {
   out += fmt::format("      <property name=\"version\" value=\"{}\"/>\n", xml_escape(report.tool_version));
   out += fmt::format("      <property name=\"command\" value=\"{}\"/>\n", xml_escape(report.command_line));
   if (report.device) out += fmt::format("      <property name=\"device\" value=\"{}\"/>\n", xml_escape(report.device->name));
+  if (report.shard)
+    out += fmt::format("      <property name=\"shard\" value=\"{}\"/>\n      <property name=\"shard_cases_total\" "
+                       "value=\"{}\"/>\n",
+                       shard_label(*report.shard), report.shard->cases_total);
   out += "    </properties>\n";
   for (const auto& e : report.errors) {
     out += "    <testcase classname=\"pagecheck\" name=\"run\" time=\"0\">\n";

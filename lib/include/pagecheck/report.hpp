@@ -14,6 +14,7 @@
 
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/path.hpp"
+#include "pagecheck/shard.hpp"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck {
@@ -44,6 +45,10 @@ struct PathReport {
 };
 
 struct CaseReport {
+  // Position in the invocation's full list of cases (the declared order; with
+  // --shard, over every shard), so that `merge` restores a single run's order
+  // and can tell a missing case. -1: its position in `cases`.
+  std::int64_t index = -1;
   std::string name;
   std::string description;
   std::string geometry;  // one line: "4 seqs, 8/2 heads, d128, bs16, BF16/BF16, NHD, decode"
@@ -62,7 +67,13 @@ struct RunReport {
   std::vector<std::string> errors;
   // --fail-on-skip: a skipped or n/a path fails the run (exit 1).
   bool fail_on_skip = false;
+  // --shard I/N: which share of the cases this report holds (pagecheck/shard.hpp).
+  std::optional<ShardInfo> shard;
 };
+
+// The version of the JSON report's layout ("schema"); `merge` reads this one
+// only. Raise it when a field changes meaning or goes away.
+inline constexpr int kReportSchema = 1;
 
 // 0 when every path that ran passed, 1 when any failed, 3 when a case was
 // invalid, 4 when any errored or the run has errors; the most severe wins.

@@ -1,0 +1,148 @@
+# --shard, merge and --workers through the real binary (docs/cli.md
+# "Sharding"): the shards of a run merged give the cases, statuses and exit
+# code of the unsharded run; so do --workers; merge refuses a shard given
+# twice or a missing one; --device all without a GPU says so (exit 4). Run as:
+#   cmake -DPAGECHECK=bin -DDATA=data_dir -DWORK=dir -DHAVE_CUDA=ON|OFF -P shard_check.cmake
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+
+# Runs pagecheck ARGN in WORK; the exit code in `rc_var`, stdout+stderr in `out_var`.
+function(pagecheck_run rc_var out_var)
+  execute_process(COMMAND "${PAGECHECK}" ${ARGN} WORKING_DIRECTORY "${WORK}" RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  set(${rc_var} "${rc}" PARENT_SCOPE)
+  set(${out_var} "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+function(expect_contains text needle what)
+  string(FIND "${text}" "${needle}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${what}: expected '${needle}' in:\n${text}")
+  endif()
+endfunction()
+
+# One line per case and path of a JSON report: "index name path status", and
+# the summary and exit code: what must agree between a single run and merged shards.
+function(report_outline file out_var)
+  file(READ "${WORK}/${file}" json)
+  string(JSON cases LENGTH "${json}" cases)
+  set(outline "")
+  if(cases GREATER 0)
+    math(EXPR last "${cases} - 1")
+    foreach(i RANGE ${last})
+      # One case, then its paths: each string(JSON) parses its whole argument.
+      string(JSON c GET "${json}" cases ${i})
+      string(JSON index GET "${c}" index)
+      string(JSON name GET "${c}" name)
+      string(JSON errors LENGTH "${c}" errors)
+      string(APPEND outline "${index} ${name} errors:${errors}\n")
+      string(JSON paths LENGTH "${c}" paths)
+      if(paths GREATER 0)
+        math(EXPR plast "${paths} - 1")
+        foreach(k RANGE ${plast})
+          string(JSON p GET "${c}" paths ${k})
+          string(JSON path GET "${p}" path)
+          string(JSON status GET "${p}" status)
+          string(JSON mismatches GET "${p}" mismatches)
+          string(APPEND outline "  ${path} ${status} ${mismatches}\n")
+        endforeach()
+      endif()
+    endforeach()
+  endif()
+  string(JSON summary GET "${json}" summary)
+  string(JSON code GET "${json}" exit_code)
+  string(JSON shard GET "${json}" shard)
+  string(APPEND outline "summary ${summary}\nexit_code ${code}\nshard ${shard}\n")
+  set(${out_var} "${outline}" PARENT_SCOPE)
+endfunction()
+
+function(expect_same_outline single merged what)
+  report_outline(${single} want)
+  report_outline(${merged} got)
+  if(NOT want STREQUAL got)
+    message(FATAL_ERROR "${what}: ${merged} differs from ${single}:\n--- ${single}\n${want}\n--- ${merged}\n${got}")
+  endif()
+endfunction()
+
+# 1. run: the default suite, --fail-on-skip so that a build without a GPU exits 1.
+set(common run --no-timing --fail-on-skip --no-color)
+pagecheck_run(single_rc out ${common} --json single.json)
+pagecheck_run(rc0 out ${common} --shard 0/2 --json a.json)
+pagecheck_run(rc1 out ${common} --shard 1/2 --json b.json --junit b.xml)
+file(READ "${WORK}/b.xml" junit)
+expect_contains("${junit}" "<property name=\"shard\" value=\"1/2\"/>" "JUnit of a shard")
+pagecheck_run(merge_rc merge_out merge b.json a.json --json merged.json --junit merged.xml --csv merged.csv)
+if(NOT merge_rc STREQUAL single_rc)
+  message(FATAL_ERROR "merge exited ${merge_rc}, the single run ${single_rc}:\n${merge_out}")
+endif()
+expect_same_outline(single.json merged.json "run --shard 0/2 + 1/2, merged")
+expect_contains("${merge_out}" "80 cases" "merge's table")
+foreach(f merged.xml merged.csv)
+  if(NOT EXISTS "${WORK}/${f}")
+    message(FATAL_ERROR "merge did not write ${f}")
+  endif()
+endforeach()
+
+# 2. --workers: the same through worker processes.
+pagecheck_run(workers_rc workers_out ${common} --workers 3 --json workers.json)
+if(NOT workers_rc STREQUAL single_rc)
+  message(FATAL_ERROR "--workers 3 exited ${workers_rc}, the single run ${single_rc}:\n${workers_out}")
+endif()
+expect_same_outline(single.json workers.json "run --workers 3")
+
+# 3. replay, with a file that is not a case (exit 3), in 3 shards; sharded
+# replay takes the files in byte order, so the single run is given them sorted.
+file(WRITE "${WORK}/bogus.safetensors" "not a case file")
+file(GLOB cases "${DATA}/*.safetensors")
+list(APPEND cases "${WORK}/bogus.safetensors")
+list(SORT cases)
+pagecheck_run(replay_rc out replay ${cases} --no-timing --json replay.json)
+if(NOT replay_rc EQUAL 3)
+  message(FATAL_ERROR "replay with a bogus file exited ${replay_rc}, expected 3:\n${out}")
+endif()
+list(REVERSE cases)  # the shards do not depend on the order given
+foreach(i 0 1 2)
+  pagecheck_run(rc out replay ${cases} --no-timing --shard ${i}/3 --json r${i}.json)
+endforeach()
+pagecheck_run(rc out merge r2.json r0.json r1.json --json replay-merged.json -q)
+if(NOT rc EQUAL 3)
+  message(FATAL_ERROR "merge of the replay shards exited ${rc}, expected 3:\n${out}")
+endif()
+expect_same_outline(replay.json replay-merged.json "replay --shard i/3, merged")
+
+# 4. What merge refuses.
+pagecheck_run(rc out merge a.json a.json)
+expect_contains("${rc}: ${out}" "3: " "merge of a shard twice (exit)")
+expect_contains("${out}" "shard 0/2 given twice" "merge of a shard twice")
+pagecheck_run(rc out merge r0.json r2.json)
+expect_contains("${rc}: ${out}" "3: " "merge of missing shards (exit)")
+expect_contains("${out}" "shards 0, 2 of 3 given; missing 1" "merge of missing shards")
+pagecheck_run(rc out merge r0.json r2.json --allow-missing-shards)
+expect_contains("${out}" "warning: shards 0, 2 of 3 given; missing 1" "--allow-missing-shards")
+pagecheck_run(rc out merge single.json bogus.safetensors)
+expect_contains("${rc}: ${out}" "3: " "merge of a file that is not a report (exit)")
+expect_contains("${out}" "bogus.safetensors: not JSON" "merge of a file that is not a report")
+pagecheck_run(rc out run --shard 2/2)
+expect_contains("${rc}: ${out}" "2: " "--shard 2/2 (exit)")
+expect_contains("${out}" "I must be < N" "--shard 2/2")
+pagecheck_run(rc out run --shard 0/2 --device all)
+expect_contains("${rc}: ${out}" "2: " "--shard with --device all (exit)")
+
+# 5. --device all without CUDA: exit 4, saying why, the report written with the reason.
+if(NOT HAVE_CUDA)
+  pagecheck_run(rc out run --device all --json device-all.json)
+  expect_contains("${rc}: ${out}" "4: " "--device all without CUDA (exit)")
+  expect_contains("${out}" "--device all: this pagecheck was built without CUDA, so it finds no GPU" "--device all")
+  file(READ "${WORK}/device-all.json" json)
+  expect_contains("${json}" "built without CUDA" "--device all's report")
+endif()
+
+# 6. A usage error only the workers see (an unknown path) is the run's: exit 2, said once.
+pagecheck_run(rc out run --workers 2 --paths bogus --json never.json)
+expect_contains("${rc}: ${out}" "2: " "--workers with a bad --paths (exit)")
+expect_contains("${out}" "unknown path 'bogus'" "--workers with a bad --paths")
+string(REGEX MATCHALL "unknown path 'bogus'" said "${out}")
+list(LENGTH said times)
+if(NOT times EQUAL 1)
+  message(FATAL_ERROR "--workers 2 --paths bogus: the error should be said once, was said ${times} times:\n${out}")
+endif()
