@@ -87,6 +87,7 @@ struct OutputOptions {
   std::string json;
   std::string csv;
   std::string junit;
+  std::string html;  // --html: one self-contained page (report_html.hpp)
   std::string save_failing;
   bool quiet = false;
   bool no_color = false;

@@ -303,6 +303,8 @@ void add_output_options(CLI::App* cmd, OutputOptions& o) {
   cmd->add_option("--json", o.json, "Write the report as JSON (-: stdout, the table then goes to stderr)")->group(g);
   cmd->add_option("--csv", o.csv, "Write one CSV row per case and path (-: stdout)")->group(g);
   cmd->add_option("--junit", o.junit, "Write JUnit XML, for CI (-: stdout)")->group(g);
+  cmd->add_option("--html", o.html, "Write one self-contained HTML page: error heat maps, roofline (-: stdout)")
+      ->group(g);
   cmd->add_option("--save-failing", o.save_failing, "Write a replay bundle for each failing case into DIR")->group(g);
   cmd->add_flag("-q,--quiet", o.quiet, "Only the summary line and the list of failures")->group(g);
   cmd->add_flag("--no-color", o.no_color, "No ANSI colors (also: NO_COLOR set, or not a terminal)")->group(g);

@@ -20,6 +20,7 @@
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/reference.hpp"
 #include "pagecheck/report.hpp"
+#include "pagecheck/report_html.hpp"
 #include "pagecheck/safetensors.hpp"
 #include "pagecheck/shard.hpp"
 #include "pagecheck/validate.hpp"
@@ -231,7 +232,7 @@ struct ReportTarget {
 std::vector<ReportTarget> report_targets(const OutputOptions& out) {
   std::vector<ReportTarget> targets;
   for (ReportTarget t : {ReportTarget{"--json", out.json, write_json}, ReportTarget{"--csv", out.csv, write_csv},
-                         ReportTarget{"--junit", out.junit, write_junit}})
+                         ReportTarget{"--junit", out.junit, write_junit}, ReportTarget{"--html", out.html, write_html}})
     if (!t.path.empty()) targets.push_back(std::move(t));
   return targets;
 }
@@ -283,6 +284,7 @@ struct Judging {
   Tolerance output;
   Tolerance lse;
   Tolerance recorded;  // against the case's recorded output
+  bool error_maps = false;  // keep where the error lies (ErrorStats::map), for --html
 };
 
 Judging tolerances_for(const Case& c, const ExecOptions& exec) {
@@ -338,18 +340,18 @@ Tolerance recorded_lse_tolerance(const Judging& tol) {
 // reference is NaN unjudged (their inputs were not finite), and a NaN the
 // runtime's kernel recorded must be a mismatch, not unjudged.
 ErrorStats judge_recorded(const Case& c, const std::vector<double>& recorded, const std::vector<float>& path_values,
-                          std::int64_t width, Tolerance tolerance) {
+                          std::int64_t width, Tolerance tolerance, bool error_map) {
   const std::vector<float> judged(recorded.begin(), recorded.end());
   const std::vector<double> against(path_values.begin(), path_values.end());
-  return compare(c, judged, against, width, tolerance);
+  return compare(c, judged, against, width, tolerance, error_map);
 }
 
 void compare_recorded(const Case& c, const std::vector<float>& output, const std::vector<float>& lse,
                       const std::vector<double>& recorded_output, const std::vector<double>& recorded_lse,
                       const Judging& tol, PathReport& row) {
-  if (c.recorded_output) row.recorded = judge_recorded(c, recorded_output, output, c.v_head_dim(), tol.recorded);
+  if (c.recorded_output) row.recorded = judge_recorded(c, recorded_output, output, c.v_head_dim(), tol.recorded, tol.error_maps);
   if (c.recorded_lse && !lse.empty())
-    row.recorded_lse = judge_recorded(c, recorded_lse, lse, 1, recorded_lse_tolerance(tol));
+    row.recorded_lse = judge_recorded(c, recorded_lse, lse, 1, recorded_lse_tolerance(tol), tol.error_maps);
 }
 
 struct CaseOutcome {
@@ -360,7 +362,7 @@ struct CaseOutcome {
 
 CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, PathRegistry& registry,
                           const GpuSetup& gpu, const ExecOptions& exec, const RunOptions& run_options, bool keep_outputs,
-                          Progress& progress, std::size_t index, std::size_t total) {
+                          bool keep_error_maps, Progress& progress, std::size_t index, std::size_t total) {
   CaseOutcome outcome;
   CaseReport& cr = outcome.report;
   cr.name = c.name;
@@ -374,7 +376,8 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     return outcome;
   }
 
-  const Judging tol = tolerances_for(c, exec);
+  Judging tol = tolerances_for(c, exec);
+  tol.error_maps = keep_error_maps;
   const std::int64_t width = c.v_head_dim();
   const std::size_t expected_elements = static_cast<std::size_t>(c.num_tokens() * c.q_heads() * width);
   const std::size_t expected_lse = static_cast<std::size_t>(c.num_tokens() * c.q_heads());
@@ -522,10 +525,10 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     if (!r.lse.empty() && r.lse.size() != expected_lse)
       failures.push_back(fmt::format("returned {} LSE elements, expected {}", r.lse.size(), expected_lse));
     if (reference) {
-      row.error = compare(c, r.output, reference->output, width, tol.output);
+      row.error = compare(c, r.output, reference->output, width, tol.output, tol.error_maps);
       if (row.error->mismatches > 0) failures.push_back(mismatch_reason("output", *row.error, tol.output, "ref"));
       if (!r.lse.empty()) {
-        row.lse_error = compare(c, r.lse, reference->lse, 1, tol.lse);
+        row.lse_error = compare(c, r.lse, reference->lse, 1, tol.lse, tol.error_maps);
         if (row.lse_error->mismatches > 0) failures.push_back(mismatch_reason("LSE", *row.lse_error, tol.lse, "ref"));
       }
     }
@@ -683,7 +686,7 @@ Expected<ExecSetup> prepare_exec(const ExecOptions& exec) {
 CaseReport evaluate_one_case(const Case& c, const ExecSetup& setup, PathRegistry& registry, const GpuSetup& gpu,
                              const ExecOptions& exec) {
   Progress quiet(Progress::Mode::Off, std::chrono::duration<double>(0));
-  return evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options, false, quiet, 0, 1).report;
+  return evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options, false, false, quiet, 0, 1).report;
 }
 
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
@@ -795,7 +798,7 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     }
     const Case& c = *loaded;
     CaseOutcome outcome = evaluate_case(c, *paths, registry, gpu, exec, run_options, !out.save_failing.empty(),
-                                        progress, n, selected.size());
+                                        !out.html.empty(), progress, n, selected.size());
     outcome.report.index = static_cast<std::int64_t>(i);
     progress.clear();
     if (!outcome.report.errors.empty())

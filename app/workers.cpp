@@ -159,6 +159,14 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
     fmt::print(stderr, "pagecheck: --workers and --device all: give one (--device all runs one worker per GPU)\n");
     return exit_code::kUsage;
   }
+  if (!out.html.empty()) {
+    // The page needs each comparison's error map, which the workers' JSON
+    // reports do not carry: a merged page would show no heat maps.
+    fmt::print(stderr, "pagecheck: --html does not combine with {}: the page is drawn from one process's "
+                       "comparisons; run without it, or give each --shard its own --html\n",
+               exec.all_devices ? "--device all" : "--workers");
+    return exit_code::kUsage;
+  }
   if (invocation.args.empty() || invocation.executable.empty()) {
     fmt::print(stderr, "pagecheck: internal error: the command line is not known, so workers cannot be started\n");
     return exit_code::kRuntime;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 
 namespace pagecheck {
 namespace {
@@ -44,6 +46,115 @@ ElementLocation locate(const Case& c, std::int64_t index, std::int64_t width) {
   return where;
 }
 
+// Fills an ErrorMap during compare(), one row (one token and head) at a
+// time: the row's largest ratio and flags are folded into its cells when the
+// next row starts, so the per-element cost is a division and a compare.
+class ErrorMapBuilder {
+ public:
+  ErrorMapBuilder(const Case& c, std::size_t elements, std::int64_t width)
+      : starts_(c.query_start_loc),
+        q_heads_(c.query.rank() >= 2 ? std::max<std::int64_t>(c.q_heads(), 1) : 1),
+        width_(std::max<std::int64_t>(width, 1)) {
+    const auto rows = (static_cast<std::int64_t>(elements) + width_ - 1) / width_;
+    const std::int64_t tokens = (rows + q_heads_ - 1) / q_heads_;
+    num_seqs_ = starts_.size() >= 2 ? static_cast<std::int64_t>(starts_.size()) - 1 : 0;
+    auto map = std::make_shared<ErrorMap>();
+    if (num_seqs_ > 0) make_grid(map->by_seq_head, ErrorAxis::binned(num_seqs_), ErrorAxis::binned(q_heads_));
+    make_grid(map->by_token, ErrorAxis::binned(1), ErrorAxis::binned(tokens));
+    map_ = std::move(map);
+  }
+
+  void start_row(std::size_t element) {
+    flush();
+    const auto row = static_cast<std::int64_t>(element) / width_;
+    head_ = row % q_heads_;
+    token_ = row / q_heads_;
+    // The sequence whose [start, next start) holds the token, as locate().
+    while (seq_ + 1 < num_seqs_ && starts_[static_cast<std::size_t>(seq_ + 1)] <= token_) ++seq_;
+    in_range_ = seq_ >= 0 && token_ >= starts_.front() && token_ < starts_.back();
+  }
+  void judged(double ratio, std::size_t element) {
+    row_flags_ |= kCellJudged;
+    if (ratio > row_ratio_) row_ratio_ = ratio;
+    if (ratio > 0) consider(ratio, element);
+  }
+  void agreed() { row_flags_ |= kCellJudged; }
+  void nonfinite(std::size_t element) {
+    row_flags_ |= kCellNonFinite;
+    consider(std::numeric_limits<double>::infinity(), element);
+  }
+  void unjudged() { row_flags_ |= kCellUnjudged; }
+
+  std::shared_ptr<const ErrorMap> finish(const Case& c, std::span<const float> out, std::span<const double> ref) {
+    flush();
+    std::stable_sort(worst_.begin(), worst_.end(), [](const Candidate& a, const Candidate& b) { return a.ratio > b.ratio; });
+    for (const Candidate& k : worst_) {
+      WorstElement w;
+      const ElementLocation where = locate(c, static_cast<std::int64_t>(k.element), width_);
+      w.seq = where.seq, w.token = where.token, w.head = where.head, w.dim = where.dim;
+      w.value = out[k.element];
+      w.reference = ref[k.element];
+      w.abs_err = std::fabs(w.value - w.reference);
+      w.ratio = k.ratio;
+      map_->worst.push_back(w);
+    }
+    return std::move(map_);
+  }
+
+ private:
+  struct Candidate {
+    double ratio;
+    std::size_t element;
+  };
+
+  static void make_grid(ErrorGrid& grid, ErrorAxis rows, ErrorAxis cols) {
+    grid.rows = rows;
+    grid.cols = cols;
+    const auto cells = static_cast<std::size_t>(rows.bins() * cols.bins());
+    grid.ratio.assign(cells, 0.0f);
+    grid.flags.assign(cells, 0);
+  }
+  static void fold(ErrorGrid& grid, std::int64_t row, std::int64_t col, double ratio, std::uint8_t flags) {
+    const std::size_t i = grid.index(grid.rows.bin_of(row), grid.cols.bin_of(col));
+    grid.ratio[i] = std::max(grid.ratio[i], static_cast<float>(ratio));
+    grid.flags[i] |= flags;
+  }
+  void flush() {
+    if (row_flags_ != 0) {
+      if (in_range_ && !map_->by_seq_head.empty()) fold(map_->by_seq_head, seq_, head_, row_ratio_, row_flags_);
+      fold(map_->by_token, 0, token_, row_ratio_, row_flags_);
+    }
+    row_ratio_ = 0;
+    row_flags_ = 0;
+  }
+  // Keeps the kErrorMapWorst largest ratios; the earlier element wins a tie.
+  void consider(double ratio, std::size_t element) {
+    if (worst_.size() == kErrorMapWorst && !(ratio > floor_)) return;
+    if (worst_.size() < kErrorMapWorst) {
+      worst_.push_back({ratio, element});
+    } else {
+      auto smallest = std::min_element(worst_.begin(), worst_.end(), [](const Candidate& a, const Candidate& b) {
+        return a.ratio < b.ratio || (a.ratio == b.ratio && a.element > b.element);
+      });
+      *smallest = {ratio, element};
+    }
+    if (worst_.size() == kErrorMapWorst)
+      floor_ = std::min_element(worst_.begin(), worst_.end(),
+                                [](const Candidate& a, const Candidate& b) { return a.ratio < b.ratio; })
+                   ->ratio;
+  }
+
+  const std::vector<std::int32_t>& starts_;
+  std::int64_t q_heads_, width_, num_seqs_ = 0;
+  std::shared_ptr<ErrorMap> map_;
+  std::int64_t seq_ = -1, token_ = 0, head_ = 0;
+  bool in_range_ = false;
+  double row_ratio_ = 0;
+  std::uint8_t row_flags_ = 0;
+  std::vector<Candidate> worst_;
+  double floor_ = 0;
+};
+
 }  // namespace
 
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype) {
@@ -57,7 +168,7 @@ Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
 }
 
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref, std::int64_t width,
-                   Tolerance tolerance) {
+                   Tolerance tolerance, bool keep_map) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   ErrorStats stats;
   const std::size_t n = std::min(out.size(), ref.size());
@@ -70,7 +181,10 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
   std::int64_t worst_index = -1;
   const auto row_width = static_cast<std::size_t>(std::max<std::int64_t>(width, 1));
   double row_atol = tolerance.atol;
+  std::optional<ErrorMapBuilder> map;
+  if (keep_map) map.emplace(c, n, width);
   for (std::size_t i = 0; i < n; ++i) {
+    if (map && i % row_width == 0) map->start_row(i);
     if (tolerance.row_scale > 0 && i % row_width == 0) {  // this row's atol, from the finite ref values
       double sum_sq = 0;
       const std::size_t row_end = std::min(n, i + row_width);
@@ -82,10 +196,15 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
     const double o = out[i], r = ref[i];
     if (std::isnan(r)) {  // the inputs of this element are not finite: nothing to judge
       ++stats.unjudged;
+      if (map) map->unjudged();
       continue;
     }
     if (!std::isfinite(o) || !std::isfinite(r)) {
-      if (o == r) continue;  // the same infinity: agreement (an LSE of -inf)
+      if (o == r) {  // the same infinity: agreement (an LSE of -inf)
+        if (map) map->agreed();
+        continue;
+      }
+      if (map) map->nonfinite(i);
       ++stats.mismatches;
       if (!std::isfinite(o)) ++stats.nonfinite;
       if (!worst_is_nonfinite) {
@@ -99,7 +218,9 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
     stats.max_rel_err = std::max(stats.max_rel_err, abs_err / std::max(std::fabs(r), kRelErrFloor));
     diff_sq += abs_err * abs_err;
     ref_sq += r * r;
-    if (abs_err > row_atol + tolerance.rtol * std::fabs(r)) ++stats.mismatches;
+    const double allowed = row_atol + tolerance.rtol * std::fabs(r);
+    if (abs_err > allowed) ++stats.mismatches;
+    if (map) map->judged(allowed > 0 ? abs_err / allowed : (abs_err > 0 ? kInf : 0.0), i);
     if (!worst_is_nonfinite && abs_err > worst_abs) {
       worst_abs = abs_err;
       worst_index = static_cast<std::int64_t>(i);
@@ -118,6 +239,7 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
     stats.worst_value = out[static_cast<std::size_t>(worst_index)];
     stats.worst_reference = ref[static_cast<std::size_t>(worst_index)];
   }
+  if (map) stats.map = map->finish(c, out, ref);
   return stats;
 }
 

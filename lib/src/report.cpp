@@ -501,6 +501,10 @@ Status write_text(const std::string& path, const std::string& text, std::string_
 
 }  // namespace
 
+Status write_report_text(const std::string& path, const std::string& text, std::string_view what) {
+  return write_text(path, text, what);
+}
+
 Status write_json(const std::string& path, const RunReport& report) {
   // error_handler replace: a name with invalid UTF-8 (from a file name) is
   // written with U+FFFD rather than throwing.

@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
 #include "pagecheck/case.hpp"
+#include "pagecheck/error_map.hpp"
 
 namespace pagecheck {
 
@@ -52,6 +54,9 @@ struct ErrorStats {
   std::int64_t elements = 0;
   ElementLocation worst;        // of the largest |out - ref| (a non-finite element first)
   double worst_value = 0, worst_reference = 0;
+  // Where the error lies (error_map.hpp): only when compare() is asked to
+  // keep it (the HTML report); shared, as the report copies its rows.
+  std::shared_ptr<const ErrorMap> map;
 };
 
 // out and ref are [num_tokens, q_heads, width] (width = v_head_dim for the
@@ -64,8 +69,9 @@ struct ErrorStats {
 // reference exactly (an LSE of -inf where no key is visible); while any is
 // present max_abs_err, max_rel_err and rel_l2_err are +inf. Rows are scaled
 // (row_scale) from their finite reference values only. Elements of the longer
-// span beyond the shorter one count as mismatches.
+// span beyond the shorter one count as mismatches. keep_map: also fill
+// ErrorStats::map (bounded in size, see error_map.hpp).
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref,
-                   std::int64_t width, Tolerance tolerance);
+                   std::int64_t width, Tolerance tolerance, bool keep_map = false);
 
 }  // namespace pagecheck

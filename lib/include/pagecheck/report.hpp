@@ -117,5 +117,8 @@ nlohmann::json to_json(const RunReport& report);
 Status write_json(const std::string& path, const RunReport& report);
 Status write_csv(const std::string& path, const RunReport& report);
 Status write_junit(const std::string& path, const RunReport& report);
+// Writes `text` to `path` ("-": stdout); the error names the report (`what`:
+// "JSON", "HTML", ...) and the path. For writers in other files (report_html).
+Status write_report_text(const std::string& path, const std::string& text, std::string_view what);
 
 }  // namespace pagecheck
