@@ -215,3 +215,23 @@ TEST_CASE("elements whose reference is NaN are unjudged; the worst is found amon
   CHECK(inf_stats.unjudged == 0);
   CHECK(inf_stats.mismatches == 1);
 }
+
+// The HTML report's error maps stay bounded however long an axis is: at most
+// kErrorMapMaxBins cells, every item in exactly one, in order.
+TEST_CASE("error map axes bin to at most kErrorMapMaxBins cells and cover every item once") {
+  for (std::int64_t items : {0, 1, 2, 255, 256, 257, 511, 512, 1000, 8192, 64 * 8192, 1000003}) {
+    CAPTURE(items);
+    const ErrorAxis axis = ErrorAxis::binned(items);
+    CHECK(axis.bins() <= kErrorMapMaxBins);
+    if (items <= kErrorMapMaxBins) CHECK(axis.bins() == items);
+    std::int64_t next = 0;
+    for (std::int64_t b = 0; b < axis.bins(); ++b) {
+      CHECK(axis.first(b) == next);
+      CHECK(axis.last(b) >= axis.first(b));
+      CHECK(axis.bin_of(axis.first(b)) == b);
+      CHECK(axis.bin_of(axis.last(b)) == b);
+      next = axis.last(b) + 1;
+    }
+    CHECK(next == items);
+  }
+}
