@@ -27,6 +27,16 @@ int cuda_device_count() {
 #endif
 }
 
+std::optional<std::uint64_t> cuda_free_bytes(int index) {
+#ifdef PAGECHECK_HAVE_CUDA
+  auto free_bytes = gpu::free_device_memory(index);
+  if (free_bytes.ok()) return *free_bytes;
+#else
+  (void)index;
+#endif
+  return std::nullopt;
+}
+
 Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_ceilings, bool require_gpu) {
   GpuSetup setup;
 #ifdef PAGECHECK_HAVE_CUDA

@@ -2,6 +2,7 @@
 // and a device is present.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,10 @@ bool built_with_cuda();
 // CUDA devices present (what CUDA_VISIBLE_DEVICES leaves visible); 0 in a
 // build without CUDA. For --device all.
 int cuda_device_count();
+
+// Free memory of CUDA device `index` in bytes; nullopt without CUDA or when
+// the device cannot be queried.
+std::optional<std::uint64_t> cuda_free_bytes(int index);
 
 struct GpuSetup {
   int device_count = 0;

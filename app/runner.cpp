@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include "gpu_setup.hpp"
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
+#include "pagecheck/limits.hpp"
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/reference.hpp"
 #include "pagecheck/report.hpp"
@@ -457,6 +459,7 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     if (reference_selected || row.status == PathStatus::Error) cr.paths.push_back(std::move(row));
   }
 
+  std::optional<std::uint64_t> device_bytes;  // estimate_memory(c).device_bytes, once a GPU path runs
   for (const auto& name : paths) {
     if (name == "reference") continue;
     PathReport row;
@@ -499,6 +502,19 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       continue;
     }
 
+    // A case that cannot fit on the device is an error that says so, before
+    // any allocation (the estimate is what the GPU paths would hold at most).
+    if (path->needs_gpu()) {
+      if (!device_bytes) device_bytes = estimate_memory(c).device_bytes;
+      if (const auto free_bytes = cuda_free_bytes(run_options.device); free_bytes && *device_bytes > *free_bytes) {
+        row.status = PathStatus::Error;
+        row.reason = fmt::format("not run: the GPU paths need about {} of device memory for this case (cache, "
+                                 "outputs, split workspace, gathered K/V) but device {} has {} free",
+                                 format_bytes(*device_bytes), run_options.device, format_bytes(*free_bytes));
+        cr.paths.push_back(std::move(row));
+        continue;
+      }
+    }
     progress.update(index, total, c.name, name);
     Expected<PathRun> run = runtime_error("not run");
     try {

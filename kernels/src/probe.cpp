@@ -128,6 +128,13 @@ int device_count() {
   return count;
 }
 
+Expected<std::uint64_t> free_device_memory(int index) {
+  CUDA_TRY(cudaSetDevice(index));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::uint64_t>(free_bytes);
+}
+
 Expected<DeviceInfo> probe_device(int index, bool measure_ceilings) {
   const int count = device_count();
   if (count == 0) return runtime_error("no CUDA device is present", "--device");

@@ -2,6 +2,7 @@
 // include it from a plain C++ translation unit. Implemented in kernels/.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +15,10 @@ namespace pagecheck::gpu {
 
 // Number of CUDA devices present (0 when none or no driver).
 int device_count();
+
+// Free device memory of device `index` in bytes (cudaMemGetInfo); an error
+// when the device cannot be queried.
+Expected<std::uint64_t> free_device_memory(int index);
 
 // Selects device `index`, measures its copy bandwidth and BF16 matrix rate.
 Expected<DeviceInfo> probe_device(int index, bool measure_ceilings);
