@@ -24,53 +24,13 @@
 #include "pagecheck/safetensors.hpp"
 #include "pagecheck/synthetic.hpp"
 
+#include "cli_run.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-fs::path work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(CLI_WORK_DIR);
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-// Runs `pagecheck ARGS` (ARGS already shell-quoted) in the work folder.
-// Runs the binary in the scratch folder; `env` (e.g. "NAME=value") is set
-// for that run only.
-Result run_tool(const std::string& args, const std::string& env = "") {
-  static int counter = 0;
-  const fs::path out = work_dir() / ("stdout." + std::to_string(counter));
-  const fs::path err = work_dir() / ("stderr." + std::to_string(counter));
-  ++counter;
-  const std::string cmd = "cd '" + work_dir().string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" +
-                          std::string(PAGECHECK_BIN) + "' " + args + " > '" + out.string() + "' 2> '" + err.string() +
-                          "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace cli_test;
 
 std::size_t count_of(const std::string& text, const std::string& part) {
   std::size_t n = 0;

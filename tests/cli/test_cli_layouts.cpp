@@ -20,50 +20,14 @@
 #include "pagecheck/safetensors.hpp"
 #include "pagecheck/synthetic.hpp"
 
+#include "cli_run.hpp"
+
 namespace fs = std::filesystem;
 using namespace pagecheck;
 
 namespace {
 
-struct Result {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_text(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-fs::path work_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::path(CLI_WORK_DIR);
-    fs::remove_all(d);
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-Result run_tool(const std::string& args) {
-  static int counter = 0;
-  const fs::path out = work_dir() / ("stdout." + std::to_string(counter));
-  const fs::path err = work_dir() / ("stderr." + std::to_string(counter));
-  ++counter;
-  const std::string cmd = "cd '" + work_dir().string() + "' && '" + std::string(PAGECHECK_BIN) + "' " + args +
-                          " > '" + out.string() + "' 2> '" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = read_text(out);
-  r.err = read_text(err);
-  return r;
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using namespace cli_test;
 
 Case known_case(KvLayout layout, std::uint64_t seed) {
   SyntheticSpec spec;
