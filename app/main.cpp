@@ -31,6 +31,7 @@
 #include "commands.hpp"
 #include "config.hpp"
 #include "runner.hpp"
+#include "pagecheck/limits.hpp"
 #include "pagecheck/shard.hpp"
 #include "pagecheck/status.hpp"
 #include "pagecheck/synthetic.hpp"
@@ -467,6 +468,14 @@ int real_main(int argc, char** argv) {
                          "mma.sync kernel) or auto (the default: wgmma on compute capability 9.0)\n", k);
       return exit_code::kUsage;
     }
+  }
+
+  // The device-memory cap of the GPU paths' memory check (docs/cli.md
+  // "Environment"): a typo would otherwise silently check against the real
+  // free memory.
+  if (const auto device_limit = device_memory_limit(); !device_limit.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", device_limit.error().message);
+    return exit_code::kUsage;
   }
 
   const auto any_counted = [](const std::vector<CLI::Option*>& options) {

@@ -115,10 +115,14 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
   std::string paths_arg;
   for (const auto& p : paths) paths_arg += (paths_arg.empty() ? "" : ",") + p;
   std::vector<std::string> args;
-  // The kernel override of the environment (docs/cli.md) is part of how the
-  // case ran.
-  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0')
-    args.insert(args.end(), {"env", std::string("PAGECHECK_ATTN_KERNEL=") + kernel});
+  // The kernel override and the device-memory cap of the environment
+  // (docs/cli.md) are part of how the case ran.
+  for (const char* variable : {"PAGECHECK_ATTN_KERNEL", "PAGECHECK_DEVICE_MEMORY_LIMIT"}) {
+    const char* value = std::getenv(variable);
+    if (value == nullptr || *value == '\0') continue;
+    if (args.empty()) args.emplace_back("env");
+    args.push_back(std::string(variable) + "=" + value);
+  }
   args.insert(args.end(),
               {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay", case_file, "--paths",
                paths_arg});
@@ -504,13 +508,15 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
 
     // A case that cannot fit on the device is an error that says so, before
     // any allocation (the estimate is what the GPU paths would hold at most).
+    // PAGECHECK_DEVICE_MEMORY_LIMIT caps the free figure (main has refused
+    // an unparsable value, exit 2).
     if (path->needs_gpu()) {
       if (!device_bytes) device_bytes = estimate_memory(c).device_bytes;
-      if (const auto free_bytes = cuda_free_bytes(run_options.device); free_bytes && *device_bytes > *free_bytes) {
+      const auto limit = device_memory_limit();
+      if (auto shortfall = device_memory_shortfall(*device_bytes, run_options.device, cuda_free_bytes(run_options.device),
+                                                   limit.ok() ? *limit : std::nullopt)) {
         row.status = PathStatus::Error;
-        row.reason = fmt::format("not run: the GPU paths need about {} of device memory for this case (cache, "
-                                 "outputs, split workspace, gathered K/V) but device {} has {} free",
-                                 format_bytes(*device_bytes), run_options.device, format_bytes(*free_bytes));
+        row.reason = std::move(*shortfall);
         cr.paths.push_back(std::move(row));
         continue;
       }

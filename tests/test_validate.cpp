@@ -683,6 +683,61 @@ TEST_CASE("a case whose reference would need more memory than the limit is refus
   expect_error(make_case(), "but the limit is 1.0 KiB");
 }
 
+TEST_CASE("memory sizes parse as bytes or with K, M, G, T; the device check compares with min(free, limit)") {
+  CHECK(*parse_memory_size("X", "0") == 0);
+  CHECK(*parse_memory_size("X", "4096") == 4096);
+  CHECK(*parse_memory_size("X", "1K") == 1024);
+  CHECK(*parse_memory_size("X", "3k") == 3072);
+  CHECK(*parse_memory_size("X", "1M") == (std::uint64_t{1} << 20));
+  CHECK(*parse_memory_size("X", "16G") == (std::uint64_t{16} << 30));
+  CHECK(*parse_memory_size("X", "2T") == (std::uint64_t{2} << 40));
+  CHECK(*parse_memory_size("X", "20000000T") == std::numeric_limits<std::uint64_t>::max());  // saturates
+  for (const char* bad : {"", "lots", "-1", "1.5G", "1MB", "1m", "G", " 1", "1 M"}) {
+    INFO("text: '" << bad << "'");
+    const auto parsed = parse_memory_size("PAGECHECK_DEVICE_MEMORY_LIMIT", bad);
+    REQUIRE(!parsed.ok());
+    CHECK(parsed.error().code == ErrorCode::InvalidInput);
+    CHECK(parsed.error().message ==
+          fmt::format("PAGECHECK_DEVICE_MEMORY_LIMIT = '{}' is not a size (bytes, or a number with K, M, G or T)", bad));
+  }
+
+  ::unsetenv("PAGECHECK_DEVICE_MEMORY_LIMIT");
+  REQUIRE(device_memory_limit().ok());
+  CHECK(!device_memory_limit()->has_value());
+  {
+    const ScopedEnv limit("PAGECHECK_DEVICE_MEMORY_LIMIT", "");
+    CHECK(!device_memory_limit()->has_value());
+  }
+  {
+    const ScopedEnv limit("PAGECHECK_DEVICE_MEMORY_LIMIT", "1M");
+    CHECK(device_memory_limit()->value() == (std::uint64_t{1} << 20));
+  }
+  {
+    const ScopedEnv limit("PAGECHECK_DEVICE_MEMORY_LIMIT", "tiny");
+    REQUIRE(!device_memory_limit().ok());
+    CHECK(device_memory_limit().error().message.find("PAGECHECK_DEVICE_MEMORY_LIMIT = 'tiny' is not a size") == 0);
+  }
+
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30, kMiB = std::uint64_t{1} << 20;
+  const std::string need = "not run: the GPU paths need about 2.0 GiB of device memory for this case (cache, outputs, "
+                           "split workspace, gathered K/V) but ";
+  // Nothing known, or enough of the smaller figure: no shortfall.
+  CHECK(!device_memory_shortfall(2 * kGiB, 0, std::nullopt, std::nullopt));
+  CHECK(!device_memory_shortfall(2 * kGiB, 0, 2 * kGiB, std::nullopt));  // exactly what is free fits
+  CHECK(!device_memory_shortfall(2 * kGiB, 0, 100 * kGiB, 3 * kGiB));
+  CHECK(!device_memory_shortfall(2 * kGiB, 0, std::nullopt, 2 * kGiB));
+  // The free memory decides: the message of a check without a limit.
+  CHECK(device_memory_shortfall(2 * kGiB, 1, kGiB, std::nullopt) == need + "device 1 has 1.0 GiB free");
+  CHECK(device_memory_shortfall(2 * kGiB, 0, kGiB, 100 * kGiB) == need + "device 0 has 1.0 GiB free");
+  CHECK(device_memory_shortfall(2 * kGiB, 0, kGiB, kGiB) == need + "device 0 has 1.0 GiB free");
+  // The limit decides (below the free memory, or the free memory unknown).
+  CHECK(device_memory_shortfall(2 * kGiB, 0, 139 * kGiB, kMiB) ==
+        need + "PAGECHECK_DEVICE_MEMORY_LIMIT allows 1.0 MiB (device 0 has 139.0 GiB free)");
+  CHECK(device_memory_shortfall(2 * kGiB, 0, std::nullopt, kMiB) ==
+        need + "PAGECHECK_DEVICE_MEMORY_LIMIT allows 1.0 MiB (the free memory of device 0 is unknown)");
+  CHECK(device_memory_shortfall(2 * kGiB, 0, 139 * kGiB, 0).has_value());
+}
+
 TEST_CASE("a generated pool large enough for the copy-on-write NaN mapping: poison where unread, private writes") {
   // 4 x 1000 tokens, 2 KV heads, d64, BF16: caches of 3 MB, past the size
   // at which the generator maps one NaN chunk over and over.

@@ -105,39 +105,66 @@ MemoryEstimate estimate_memory(const Case& c, int threads) {
   return e;
 }
 
-Expected<std::uint64_t> host_memory_limit() {
-  if (const char* text = std::getenv("PAGECHECK_MEMORY_LIMIT"); text != nullptr && *text != '\0') {
-    const std::string value = text;
-    std::size_t used = 0;
-    std::uint64_t number = 0;
-    bool ok = std::isdigit(static_cast<unsigned char>(value[0])) != 0;
-    if (ok) {
-      try {
-        number = std::stoull(value, &used);
-      } catch (...) {
-        ok = false;
-      }
+Expected<std::uint64_t> parse_memory_size(std::string_view variable, std::string_view text) {
+  const std::string value(text);
+  std::size_t used = 0;
+  std::uint64_t number = 0;
+  bool ok = !value.empty() && std::isdigit(static_cast<unsigned char>(value[0])) != 0;
+  if (ok) {
+    try {
+      number = std::stoull(value, &used);
+    } catch (...) {
+      ok = false;
     }
-    std::uint64_t unit = 1;
-    if (ok && used < value.size()) {
-      const std::string suffix = value.substr(used);
-      if (suffix == "K" || suffix == "k") unit = 1ull << 10;
-      else if (suffix == "M") unit = 1ull << 20;
-      else if (suffix == "G") unit = 1ull << 30;
-      else if (suffix == "T") unit = 1ull << 40;
-      else ok = false;
-    }
-    if (!ok)
-      return invalid_input(fmt::format("PAGECHECK_MEMORY_LIMIT = '{}' is not a size (bytes, or a number with K, M, G "
-                                       "or T)",
-                                       value));
-    return mul(number, unit);
   }
+  std::uint64_t unit = 1;
+  if (ok && used < value.size()) {
+    const std::string suffix = value.substr(used);
+    if (suffix == "K" || suffix == "k") unit = 1ull << 10;
+    else if (suffix == "M") unit = 1ull << 20;
+    else if (suffix == "G") unit = 1ull << 30;
+    else if (suffix == "T") unit = 1ull << 40;
+    else ok = false;
+  }
+  if (!ok)
+    return invalid_input(
+        fmt::format("{} = '{}' is not a size (bytes, or a number with K, M, G or T)", variable, value));
+  return mul(number, unit);
+}
+
+Expected<std::uint64_t> host_memory_limit() {
+  if (const char* text = std::getenv("PAGECHECK_MEMORY_LIMIT"); text != nullptr && *text != '\0')
+    return parse_memory_size("PAGECHECK_MEMORY_LIMIT", text);
   const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGESIZE);
   std::uint64_t physical = pages > 0 && page_size > 0 ? mul(static_cast<std::uint64_t>(pages), static_cast<std::uint64_t>(page_size))
                                                       : kSaturated;
   if (const auto cgroup = cgroup_limit()) physical = std::min(physical, *cgroup);
   return physical;
+}
+
+Expected<std::optional<std::uint64_t>> device_memory_limit() {
+  const char* text = std::getenv("PAGECHECK_DEVICE_MEMORY_LIMIT");
+  if (text == nullptr || *text == '\0') return std::optional<std::uint64_t>{};
+  auto limit = parse_memory_size("PAGECHECK_DEVICE_MEMORY_LIMIT", text);
+  if (!limit.ok()) return limit.error();
+  return std::optional<std::uint64_t>{*limit};
+}
+
+std::optional<std::string> device_memory_shortfall(std::uint64_t needed, int device,
+                                                   std::optional<std::uint64_t> free_bytes,
+                                                   std::optional<std::uint64_t> limit) {
+  const bool capped = limit && (!free_bytes || *limit < *free_bytes);
+  const std::optional<std::uint64_t> usable = capped ? limit : free_bytes;
+  if (!usable || needed <= *usable) return std::nullopt;
+  const std::string need = fmt::format("not run: the GPU paths need about {} of device memory for this case (cache, "
+                                       "outputs, split workspace, gathered K/V)",
+                                       format_bytes(needed));
+  if (!capped) return fmt::format("{} but device {} has {} free", need, device, format_bytes(*free_bytes));
+  if (!free_bytes)
+    return fmt::format("{} but PAGECHECK_DEVICE_MEMORY_LIMIT allows {} (the free memory of device {} is unknown)",
+                       need, format_bytes(*limit), device);
+  return fmt::format("{} but PAGECHECK_DEVICE_MEMORY_LIMIT allows {} (device {} has {} free)", need,
+                     format_bytes(*limit), device, format_bytes(*free_bytes));
 }
 
 std::string format_bytes(std::uint64_t bytes) {

@@ -415,6 +415,13 @@ TEST_CASE("--save-failing writes a bundle that reproduces the failure") {
   const int forced_status =
       std::system(("sh '" + (work_dir() / "bundles-mma" / "failing" / "replay.sh").string() + "' --quiet > /dev/null 2>&1").c_str());
   CHECK(WEXITSTATUS(forced_status) == 1);
+  // So does the device-memory cap, after the kernel override, in one env.
+  Result capped = run_tool(
+      "replay failing.safetensors --paths reference --atol 0 --rtol 0 --save-failing bundles-capped",
+      "PAGECHECK_ATTN_KERNEL=mma PAGECHECK_DEVICE_MEMORY_LIMIT=512M");
+  CHECK(capped.rc == 1);
+  CHECK(read_file(work_dir() / "bundles-capped" / "failing" / "command.txt")
+            .rfind("env PAGECHECK_ATTN_KERNEL=mma PAGECHECK_DEVICE_MEMORY_LIMIT=512M ", 0) == 0);
 
   auto outputs = pagecheck::read_safetensors(bundle / "outputs.safetensors");
   REQUIRE(outputs.ok());
@@ -432,6 +439,17 @@ TEST_CASE("PAGECHECK_ATTN_KERNEL: mma and auto are accepted, anything else is a 
   const Result r = run_tool("run --preset mqa --paths reference", "PAGECHECK_ATTN_KERNEL=wgmma2");
   CHECK(r.rc == 2);
   CHECK(contains(r.err, "PAGECHECK_ATTN_KERNEL='wgmma2'"));
+}
+
+TEST_CASE("PAGECHECK_DEVICE_MEMORY_LIMIT: a size is accepted, anything else is a usage error before anything runs") {
+  // Without a GPU path running the cap changes nothing (the check is made
+  // per GPU path, on a device: the device check runs it).
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DEVICE_MEMORY_LIMIT=1M").rc == 0);
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DEVICE_MEMORY_LIMIT=").rc == 0);
+  const Result r = run_tool("run --preset mqa --paths reference --json bad-limit.json", "PAGECHECK_DEVICE_MEMORY_LIMIT=1MB");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "PAGECHECK_DEVICE_MEMORY_LIMIT = '1MB' is not a size (bytes, or a number with K, M, G or T)"));
+  CHECK(!fs::exists(work_dir() / "bad-limit.json"));
 }
 
 TEST_CASE("no progress line and no color in a pipe") {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pagecheck/case.hpp"
 #include "pagecheck/status.hpp"
@@ -38,11 +39,32 @@ struct MemoryEstimate {
 // lengths; call it on a case that passed validation's structure checks.
 MemoryEstimate estimate_memory(const Case& c, int threads = 0);
 
+// A size as PAGECHECK_MEMORY_LIMIT and PAGECHECK_DEVICE_MEMORY_LIMIT take it:
+// bytes, or a number with a K (or k), M, G or T suffix (powers of 1024). Not
+// a size: InvalidInput naming `variable` and the text.
+Expected<std::uint64_t> parse_memory_size(std::string_view variable, std::string_view text);
+
 // The host memory a case may use: PAGECHECK_MEMORY_LIMIT when set (bytes,
 // or with a K, M, G or T suffix: powers of 1024), else the machine's physical
 // memory (or its cgroup's limit when lower). An unparsable variable is an
 // error naming it.
 Expected<std::uint64_t> host_memory_limit();
+
+// PAGECHECK_DEVICE_MEMORY_LIMIT (a size as above): a cap on the device's free
+// memory as the GPU paths' memory check sees it, so that the check can be
+// tried on a real device with a small case. nullopt when unset or empty; an
+// unparsable value is an error naming it.
+Expected<std::optional<std::uint64_t>> device_memory_limit();
+
+// The GPU paths' memory check (app/runner.cpp, before a GPU path runs):
+// nullopt when `needed` device bytes fit, else the path's error reason,
+// naming both figures. What is compared with `needed` is the device's free
+// memory capped by `limit`, min(free, limit); either may be unknown
+// (nullopt: a device that cannot be queried, no limit set), and with
+// neither known nothing is refused.
+std::optional<std::string> device_memory_shortfall(std::uint64_t needed, int device,
+                                                   std::optional<std::uint64_t> free_bytes,
+                                                   std::optional<std::uint64_t> limit);
 
 // "1.5 GiB", "512 MiB", "80 KiB", "12 bytes".
 std::string format_bytes(std::uint64_t bytes);
