@@ -16,6 +16,17 @@
 #       the whole covering suite; a cache of more than 2^31 elements with
 #       block ids above 65535 (decode and mixed, NHD and HND) and one long
 #       context per path family (32k decode, 8k prefill).
+#   scripts/device_check.sh extras          (on the GPU machine, ~2 min)
+#       the features that had not run on a GPU, one check each of
+#       scripts/device_extras_check.py, all at once: `pagecheck reduce` on GPU
+#       paths (the faulty example kernel's two entries; split and prefill at
+#       zero tolerance), --device all / --workers 2 / --shard + merge against
+#       a plain run, the kv_cache, paged_kv_cache NHD/HND and vLLM classic
+#       forms through every path, --html of a timed run with a screenshot
+#       where a headless browser exists, PAGECHECK_DEVICE_MEMORY_LIMIT. Each
+#       property is a PASS/FAIL/SKIP line in steps.txt.
+#   scripts/device_check.sh full            (on the GPU machine)
+#       run and extras at once, one summary.
 #   scripts/device_check.sh bench           (on the GPU machine)
 #       timing, alone on the GPU: `pagecheck bench`, scripts/bench_torch.py,
 #       `pagecheck tune`, bench with the tuning file, the prefill shapes with
@@ -56,6 +67,13 @@ step() {
   return $rc
 }
 
+# check NAME TIMEOUT CMD...: a step whose log holds PASS:/FAIL:/SKIP:/INFO:
+# lines (scripts/device_extras_check.py); finish copies them into steps.txt.
+check() {
+  echo "$1" >>"$OUT/checks.list"
+  step "$@"
+}
+
 # The huge and long cases (issue 8): a cache of more than 2^31 elements
 # with block ids above 65535 (4 x 2048 tokens, 8 KV heads, d128, 512 pages
 # spread over a pool of 153600: 2.5e9 elements per cache, 5 GB in BF16), and
@@ -80,15 +98,57 @@ unpack() {
 }
 
 finish() {
+  # The checks' property lines, grouped per check, after the exit codes.
+  if [ -f "$OUT/checks.list" ]; then
+    echo "== checks (PASS/FAIL/SKIP per property; logs: NAME.log)" >>"$OUT/steps.txt"
+    while read -r name; do
+      grep -E "^(PASS|FAIL|SKIP|INFO):" "$OUT/$name.log" | cut -c1-300 | sed "s/^/$name /" >>"$OUT/steps.txt"
+      grep -qE "^(PASS|FAIL|SKIP):" "$OUT/$name.log" || echo "$name FAIL: no result lines (see $name.log)" >>"$OUT/steps.txt"
+    done <"$OUT/checks.list"
+    local fails
+    fails=$(grep -E "^x?[a-z_]+ FAIL: " "$OUT/steps.txt")
+    echo "== checks: $(grep -c " PASS: " "$OUT/steps.txt") PASS, $(grep -c " FAIL: " "$OUT/steps.txt") FAIL, $(grep -c " SKIP: " "$OUT/steps.txt") SKIP" >>"$OUT/steps.txt"
+    [ -n "$fails" ] && { echo "failed:"; echo "$fails"; } >>"$OUT/steps.txt"
+  fi
   tar czf "$final/devcheck.tgz" -C "$OUT" .
   cp "$OUT/steps.txt" "$final/" 2>/dev/null
   for f in "$@"; do [ -f "$OUT/$f.log" ] && cp "$OUT/$f.log" "$final/"; done
+  # The HTML page and its screenshot, where the browser found one.
+  for f in "$OUT"/x_html/report.html "$OUT"/x_html/report.png; do [ -f "$f" ] && cp "$f" "$final/"; done
   echo "== summaries"
   for f in "$OUT"/*.log; do
-    echo "-- $(basename "$f"): $(grep -E "test cases:|assertions:|^summary|ERROR SUMMARY|RACECHECK SUMMARY|SKIPPED|^pagecheck:" "$f" | tail -3 | tr '\n' ' ' | cut -c1-400)"
+    echo "-- $(basename "$f"): $(grep -E "test cases:|assertions:|^summary|ERROR SUMMARY|RACECHECK SUMMARY|SKIPPED|^pagecheck:|^[a-z]+: [0-9]+ passed, [0-9]+ failed" "$f" | tail -3 | tr '\n' ' ' | cut -c1-400)"
   done
   echo "== steps"
   cat "$OUT/steps.txt"
+}
+
+# A fresh $OUT in /tmp (copied to the final OUT by finish), the binaries,
+# the device.
+begin() {
+  final=${OUT:-devout}
+  mkdir -p "$final"
+  OUT=$(mktemp -d /tmp/devcheck.XXXX)
+  : >"$OUT/steps.txt"
+  unpack
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used,memory.free --format=csv >"$OUT/device.txt" 2>&1
+  ldd "$BIN/pagecheck" | grep -i "not found" >>"$OUT/device.txt"
+}
+
+# The features that had not run on a GPU (scripts/device_extras_check.py
+# says what each check asserts), all at once, in the background: reduce on
+# GPU paths, the worker/shard/merge flow, the combined cache forms, the HTML
+# page, the device-memory cap. ~2 min on an H200 alone.
+extras_steps() {
+  # EXTRAS_CPU=1 (with BIN= a CPU build): a dry run of the wiring on a machine
+  # without a GPU, the checks with --cpu (reference only).
+  local x="python3 scripts/device_extras_check.py --pagecheck pagecheck ${EXTRAS_CPU:+--cpu}"
+  local faulty="$EXT/examples/external/libsimple_decode_faulty.so"
+  check x_reduce 240 env PYTHONUNBUFFERED=1 $x reduce "$OUT/x_reduce" --kernel "$faulty" &
+  check x_shards 240 env PYTHONUNBUFFERED=1 $x shards "$OUT/x_shards" &
+  check x_forms 180 env PYTHONUNBUFFERED=1 $x forms "$OUT/x_forms" &
+  check x_html 180 env PYTHONUNBUFFERED=1 $x html "$OUT/x_html" &
+  check x_memlimit 120 env PYTHONUNBUFFERED=1 $x memlimit "$OUT/x_memlimit" &
 }
 
 # Correctness: the GPU tests, the covering suite through every path (also
@@ -96,14 +156,7 @@ finish() {
 # split plan), presets, recorded cases, the huge and long cases, and the
 # four compute-sanitizer tools over the whole covering suite. Everything runs
 # at once (the GPU and 16 cores have room); the sanitizers are the long poles.
-do_run() {
-  final=${OUT:-devout}
-  mkdir -p "$final"
-  OUT=$(mktemp -d /tmp/devcheck.XXXX)
-  : >"$OUT/steps.txt"
-  unpack
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv >"$OUT/device.txt" 2>&1
-  ldd "$BIN/pagecheck" | grep -i "not found" >>"$OUT/device.txt"
+run_steps() {
   local all="reference,direct,split,auto,prefill,fmha" gpu="direct,split,auto,prefill,fmha"
   local limit=${STEP_LIMIT:-420}
   local presets=()
@@ -142,10 +195,36 @@ do_run() {
     --head-dim 128 --mode decode --paths reference,direct,split,auto --no-timing --json "$OUT/long_decode.json" &
   step long_prefill 400 pagecheck run --name long-8k-prefill --seqs 1 --seq-len 8192 --q-heads 8 --kv-heads 4 \
     --head-dim 128 --mode prefill --paths reference,prefill,fmha --no-timing --json "$OUT/long_prefill.json" &
-  wait
-  # The suite's model of which path takes which case, against what ran.
+}
+
+# After run_steps' wait: the suite's model of which path takes which case,
+# against what ran.
+run_model_steps() {
   step suite_model 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite.json"
   step suite_model_mma 30 python3 scripts/check_suite_report.py "$OUT/suite-list.txt" "$OUT/suite_mma.json" --mma
+}
+
+do_run() {
+  begin
+  run_steps
+  wait
+  run_model_steps
+  finish steps
+}
+
+do_extras() {
+  begin
+  extras_steps
+  wait
+  finish steps
+}
+
+do_full() {
+  begin
+  run_steps
+  extras_steps
+  wait
+  run_model_steps
   finish steps
 }
 
@@ -154,11 +233,7 @@ do_run() {
 # then `bench --shapes decode --paths auto` with the tuning file, and the
 # prefill shapes again with the portable prefill/FMHA kernel.
 do_bench() {
-  final=${OUT:-devout}
-  mkdir -p "$final"
-  OUT=$(mktemp -d /tmp/devcheck.XXXX)
-  : >"$OUT/steps.txt"
-  unpack
+  begin
   step bench 100 pagecheck bench --shapes all --json "$OUT/bench.json"
   step torch 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py
   step bench_mma 40 env PAGECHECK_ATTN_KERNEL=mma pagecheck bench --shapes prefill --paths prefill,fmha \
@@ -173,7 +248,9 @@ do_bench() {
 case "$mode" in
   build) do_build ;;
   run) do_run ;;
+  extras) do_extras ;;
+  full) do_full ;;
   bench) do_bench ;;
   all) do_build && do_run ;;
-  *) echo "usage: $0 build [ARCHS] | run | bench | all" >&2; exit 2 ;;
+  *) echo "usage: $0 build [ARCHS] | run | extras | full | bench | all" >&2; exit 2 ;;
 esac
