@@ -31,7 +31,7 @@
 #       timing, alone on the GPU: `pagecheck bench`, scripts/bench_torch.py,
 #       `pagecheck tune`, bench with the tuning file, the prefill shapes with
 #       the portable kernel.
-#       Both write logs and JSON reports to $OUT/devcheck.tgz (OUT default
+#       Each mode writes logs and JSON reports to $OUT/devcheck.tgz (OUT default
 #       ./devout); the last lines printed are a summary per step and each
 #       step's exit code (steps.txt).
 #   scripts/device_check.sh all             both, on a machine with a GPU

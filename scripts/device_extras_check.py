@@ -585,7 +585,7 @@ def screenshot(page, png):
     for name, cmd in attempts:
         if os.path.exists(png):
             os.remove(png)
-        r = run(cmd, timeout=60)
+        r = run(cmd, timeout=45)
         if os.path.exists(png) and os.path.getsize(png) > 1000:
             with open(png, "rb") as f:
                 if f.read(8) == b"\x89PNG\r\n\x1a\n":
