@@ -162,18 +162,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 
   const float* merged =
       attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
-
-  const std::int64_t row = p.query_start_loc[seq];
-  const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
-  for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
-    const int h = e / T::kVHeadDim;
-    const int d = e % T::kVHeadDim;
-    float m, l;
-    const float o = combine_warps<T>(merged, h, d, m, l);
-    const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
-    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
-    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
-  }
+  store_final<T>(p, merged, seq, kv_head, tile);
 }
 
 Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int64_t threshold_tokens,
