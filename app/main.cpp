@@ -469,17 +469,6 @@ int real_main(int argc, char** argv) {
     }
   }
 
-  // The split merge override (docs/cli.md "Environment"), checked the same way.
-  if (const char* merge = std::getenv("PAGECHECK_SPLIT_MERGE"); merge != nullptr && *merge != '\0') {
-    const std::string_view m = merge;
-    if (m != "kernel" && m != "fused") {
-      fmt::print(stderr, "pagecheck: PAGECHECK_SPLIT_MERGE='{}' is not a merge choice; use kernel (a separate merge "
-                         "kernel, and two launches for auto) or fused (the default: the last partition CTA merges)\n",
-                 m);
-      return exit_code::kUsage;
-    }
-  }
-
   const auto any_counted = [](const std::vector<CLI::Option*>& options) {
     for (const auto* o : options)
       if (o->count() > 0) return true;

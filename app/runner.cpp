@@ -117,13 +117,8 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
   std::vector<std::string> args;
   // The kernel override of the environment (docs/cli.md) is part of how the
   // case ran.
-  const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL");
-  const char* merge = std::getenv("PAGECHECK_SPLIT_MERGE");
-  const bool forced_kernel = kernel != nullptr && *kernel != '\0';
-  const bool forced_merge = merge != nullptr && *merge != '\0';
-  if (forced_kernel || forced_merge) args.emplace_back("env");
-  if (forced_kernel) args.push_back(std::string("PAGECHECK_ATTN_KERNEL=") + kernel);
-  if (forced_merge) args.push_back(std::string("PAGECHECK_SPLIT_MERGE=") + merge);
+  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0')
+    args.insert(args.end(), {"env", std::string("PAGECHECK_ATTN_KERNEL=") + kernel});
   args.insert(args.end(),
               {invocation.executable.empty() ? "pagecheck" : invocation.executable, "replay", case_file, "--paths",
                paths_arg});

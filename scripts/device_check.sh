@@ -124,18 +124,12 @@ do_run() {
   step gpu_test_decode 200 test_gpu_decode &
   step gpu_test_prefill 200 test_gpu_prefill &
   step gpu_test_prefill_mma 200 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
-  step gpu_test_decode_kernelmerge 200 env PAGECHECK_SPLIT_MERGE=kernel test_gpu_decode &
   [ -x "$EXT/tests/gpu/test_gpu_external" ] && step gpu_test_external 200 "$EXT/tests/gpu/test_gpu_external" &
   step suite 300 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
   step suite_mma 300 env PAGECHECK_ATTN_KERNEL=mma pagecheck run --paths reference,prefill,fmha --no-timing \
     --json "$OUT/suite_mma.json" &
   step suite_split64 300 pagecheck run --paths reference,split,auto --plan split:64:100 --no-timing \
     --json "$OUT/suite_split64.json" &
-  # The separate merge kernel and auto's two launches (the cross-check of the fused merge).
-  step suite_kernelmerge 300 env PAGECHECK_SPLIT_MERGE=kernel pagecheck run --paths reference,split,auto --no-timing \
-    --json "$OUT/suite_kernelmerge.json" &
-  step suite_split64_kernelmerge 300 env PAGECHECK_SPLIT_MERGE=kernel pagecheck run --paths reference,split,auto \
-    --plan split:64:100 --no-timing --json "$OUT/suite_split64_kernelmerge.json" &
   step presets 300 pagecheck run "${presets[@]}" --paths "$all" --no-timing --json "$OUT/presets.json" &
   step recorded 120 pagecheck replay data/*.safetensors --paths "$all" --no-timing --json "$OUT/recorded.json" &
   # scripts/pagecheck_record.py against PyTorch's flex_attention paged attention.
@@ -169,13 +163,11 @@ do_bench() {
   step torch 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py
   step bench_mma 40 env PAGECHECK_ATTN_KERNEL=mma pagecheck bench --shapes prefill --paths prefill,fmha \
     --json "$OUT/bench_mma.json"
-  step bench_kernelmerge 60 env PAGECHECK_SPLIT_MERGE=kernel pagecheck bench --shapes decode --paths split,auto \
-    --json "$OUT/bench_kernelmerge.json"
   step tune 45 pagecheck tune -o "$OUT/tuning.json"
   step bench_tuned 40 pagecheck bench --shapes decode --paths direct,split,auto --tuning "$OUT/tuning.json" \
     --json "$OUT/bench_tuned.json"
-  for f in bench bench_mma bench_kernelmerge torch tune bench_tuned; do echo "== $f"; tail -c 2000 "$OUT/$f.log"; done
-  finish bench bench_kernelmerge torch tune bench_tuned
+  for f in bench bench_mma torch tune bench_tuned; do echo "== $f"; tail -c 2000 "$OUT/$f.log"; done
+  finish bench torch tune bench_tuned
 }
 
 case "$mode" in

@@ -46,12 +46,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Which sequences a launch takes: all of them, or one side of the auto
-// plan's threshold (split: seq_len > threshold, direct: seq_len <= threshold).
-// Auto (the partition kernel only): every sequence; one of seq_len <=
-// threshold is attended whole by its partition-0 CTA, which writes the final
-// output, and the others are split.
-enum class SeqFilter : int { All = 0, LongerThanThreshold = 1, UpToThreshold = 2, Auto = 3 };
+// Which sequences a launch takes. All: every one. Auto (the auto partition
+// kernel): every one, and one of seq_len <= threshold is attended whole by
+// its partition-0 CTA, which writes the final output, while the others are
+// split. LongerThanThreshold: the merge after an Auto partition launch, which
+// takes the split sequences only.
+enum class SeqFilter : int { All = 0, LongerThanThreshold = 1, Auto = 2 };
 
 // One flat parameter struct for every decode kernel.
 struct DecodeParams {
@@ -64,11 +64,6 @@ struct DecodeParams {
   float* partial_out = nullptr;           // [num_seqs, q_heads, max_partitions, v_head_dim], normalised
   float* partial_max = nullptr;           // [num_seqs, q_heads, max_partitions], base-2 logit max
   float* partial_sum = nullptr;           // [num_seqs, q_heads, max_partitions], sum of 2^(logit - max)
-  // Fused merge (null: a separate merge kernel): per (sequence, kv head, head
-  // tile) CTA group of the partition grid, how many of its gridDim.y CTAs
-  // have stored their partials in this launch. 0 between launches: the last
-  // CTA to arrive merges and resets it.
-  unsigned* arrivals = nullptr;           // [num_seqs * kv_heads * head_tiles]
   std::int64_t max_partitions = 0;
   std::int64_t window = 0;                // sliding window in keys, 0: none
   std::int64_t threshold_tokens = 0;      // SeqFilter boundary
@@ -112,7 +107,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 __device__ __forceinline__ bool seq_selected(const DecodeParams& p, std::int32_t seq_len) {
   if (p.filter == SeqFilter::LongerThanThreshold) return seq_len > p.threshold_tokens;
-  if (p.filter == SeqFilter::UpToThreshold) return seq_len <= p.threshold_tokens;
   return true;
 }
 
@@ -702,9 +696,8 @@ Status allow_shared_memory(Kernel kernel, int bytes) {
   return {};
 }
 
-// The direct kernel over the sequences `filter` selects (decode_direct.cu).
-Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int64_t threshold_tokens,
-                          cudaStream_t stream);
+// The direct kernel over the whole batch (decode_direct.cu).
+Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream);
 
 // Checks the view and fills the parameters every decode kernel shares.
 Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_tile, SeqFilter filter,

@@ -14,8 +14,13 @@
 //   partitions, then each partition weighted by sum * 2^(max_p - max) (the
 //   online-softmax merge in closed form). It reads only the partitions the
 //   current seq_len makes active. Empty states carry weight 0, never NaN.
-// - Auto: direct for seq_len <= threshold, split for the rest; both kernels
-//   are launched over the whole batch and skip the other's sequences.
+// - Auto: the partition kernel's kAuto instantiation over the whole batch: a
+//   sequence of seq_len <= threshold is attended whole by its partition-0 CTA
+//   (the direct path's code, output written in place), the rest are split;
+//   the merge kernel then takes seq_len > threshold. So auto costs what
+//   split costs with the same plan: the earlier design launched the direct
+//   kernel over the whole batch first, whose CTAs all returned at once for a
+//   batch of long sequences, about 3 us (+5.1% at 1 x 32768 on 2026-12-02).
 //
 // Performance notes. H200, same bench as decode_direct.cu (32 q / 8 kv heads,
 // d128, BF16, block 16, shuffled pages, L2 flushed, median of 30; copy
@@ -39,8 +44,6 @@
 //   partition 512); the closed-form merge with prefetched partials and PDL
 //   brings the total to 54.4 us.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "decode_common.cuh"
@@ -56,74 +59,15 @@ std::int64_t partitions_for(const DeviceCaseView& view, std::int64_t partition_t
   return std::max<std::int64_t>(n, 1);
 }
 
-// The fused merge, run by the last partition CTA of a (sequence, kv head,
-// head tile) group to arrive: for each head of the tile and each output dim,
-// the online-softmax merge of the active partitions' (max, sum, output),
-// loaded kBatch partitions at a time ahead of the dependent fold. The
-// partials come from other SMs in this launch: read through L2 (ld.global.cg)
-// after the fence that followed the arrival.
-template <class T>
-__device__ __forceinline__ void merge_tile(const DecodeParams& p, std::int64_t seq, int kv_head, int tile,
-                                           std::int32_t seq_len) {
-  constexpr int HT = T::kHeadTile;
-  constexpr int DV = T::kVHeadDim;
-  // Loaded floats in flight per thread: 3 * HT * kBatch = 48 (24 for F32
-  // caches, whose attention loop holds more registers): HT 4 at kBatch 8
-  // spilled, and F32 at 48 still spilled 32-36 bytes (ptxas -v).
-  constexpr int kBatch = (T::kKvDtype == DType::F32 ? 8 : 16) / HT;
-  const int heads_here = min(HT, p.gqa - tile * HT);
-  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /
-                                      p.partition_tokens);
-  const std::int64_t row = p.query_start_loc[seq];
-  const std::int64_t first_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * HT;
-  for (int d = threadIdx.x; d < DV; d += T::kThreads) {
-    float m[HT], l[HT], acc[HT];
-#pragma unroll
-    for (int h = 0; h < HT; ++h) {
-      m[h] = -INFINITY;
-      l[h] = 0.0f;
-      acc[h] = 0.0f;
-    }
-    for (int base = 0; base < active; base += kBatch) {
-      float pm[kBatch][HT], ps[kBatch][HT], po[kBatch][HT];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-#pragma unroll
-        for (int h = 0; h < HT; ++h) {
-          const bool in = base + j < active && h < heads_here;
-          const std::int64_t slot = (seq * p.q_heads + first_head + h) * p.max_partitions + base + j;
-          pm[j][h] = in ? __ldcg(p.partial_max + slot) : -INFINITY;
-          ps[j][h] = in ? __ldcg(p.partial_sum + slot) : 0.0f;
-          po[j][h] = in ? __ldcg(p.partial_out + slot * DV + d) : 0.0f;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-#pragma unroll
-        for (int h = 0; h < HT; ++h) {
-          const MergeWeights w = merge_weights(m[h], pm[j][h]);
-          const float weight = ps[j][h] * w.w_other;
-          l[h] = l[h] * w.w_self + weight;
-          acc[h] = acc[h] * w.w_self + weight * po[j][h];
-          m[h] = w.m;
-        }
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < HT; ++h) {
-      if (h >= heads_here) continue;
-      const std::int64_t q_head = first_head + h;
-      store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + d, state_normalize(acc[h], l[h]));
-      if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m[h], l[h]);
-    }
-  }
-}
-
-template <class T>
+// kAuto: the auto plan's kernel (filter Auto): a sequence of seq_len <=
+// threshold is attended whole by its partition-0 CTA, which writes the final
+// output as the direct kernel does; the other CTAs of that sequence return.
+// A separate instantiation, so the split path's kernel holds one copy of the
+// attention loop.
+template <class T, bool kAuto>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     decode_partition_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ bool merges;
   const int per_seq = p.kv.kv_heads * p.head_tiles;
   const std::int64_t seq = blockIdx.x / per_seq;
   const int kv_head = (blockIdx.x % per_seq) / p.head_tiles;
@@ -135,14 +79,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const std::int32_t seq_len = p.kv.seq_lens[seq];
-  if (p.filter == SeqFilter::Auto && seq_len <= p.threshold_tokens) {
-    // The auto plan's short sequence: attended whole, like the direct path.
-    if (partition != 0) return;
-    const float* merged = attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
-    store_final<T>(p, merged, seq, kv_head, tile);
-    return;
+  if constexpr (kAuto) {
+    if (seq_len <= p.threshold_tokens) {
+      if (partition != 0) return;
+      const float* merged =
+          attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+      store_final<T>(p, merged, seq, kv_head, tile);
+      return;
+    }
   }
-  if (!seq_selected(p, seq_len)) return;
 
   const std::int64_t part_begin = partition * p.partition_tokens;
   const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
@@ -167,22 +112,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
       p.partial_sum[slot] = l;
     }
   }
-  if (p.arrivals == nullptr) return;  // the merge kernel follows
-
-  // Fused merge: publish this CTA's partials, count it in; the last of the
-  // group's gridDim.y CTAs merges and leaves the counter at 0 for the next
-  // launch (a graph replays this launch with the same counters).
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const unsigned before = atomicAdd(p.arrivals + blockIdx.x, 1u);
-    merges = before + 1 == gridDim.y;
-    if (merges) atomicExch(p.arrivals + blockIdx.x, 0u);
-  }
-  __syncthreads();
-  if (!merges) return;
-  __threadfence();
-  merge_tile<T>(p, seq, kv_head, tile, seq_len);
 }
 
 // Merge: `groups` groups of DV threads (thread = one output dim); group g
@@ -313,25 +242,25 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     p.partial_sum = workspace.partial_sum;
     p.max_partitions = workspace.max_partitions;
     p.partition_tokens = static_cast<std::int32_t>(partition_tokens);
-    p.arrivals = workspace.arrivals;
     const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * p.head_tiles;
     const std::int64_t merge_ctas = view.kv.num_seqs * view.q_heads;
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff || merge_ctas > 0x7fffffff)
       return invalid_input("too many (sequence, head) pairs for one launch", "split");
-    if (p.arrivals != nullptr && workspace.arrival_slots < ctas)
-      return invalid_input("split workspace has " + std::to_string(workspace.arrival_slots) +
-                               " arrival counters but the launch has " + std::to_string(ctas) + " CTA groups",
-                           "split");
-    // A fused auto launch whose capacity never exceeds the threshold has no
-    // split sequence: one partition row (the whole-sequence CTAs) is enough.
-    const std::int64_t rows = filter == SeqFilter::Auto && view.max_seq_len <= threshold_tokens ? 1 : partitions;
-    auto kernel = decode_partition_kernel<T>;
+    const bool auto_plan = filter == SeqFilter::Auto;
+    // An auto launch whose capacity never exceeds the threshold has no split
+    // sequence: one partition row (the whole-sequence CTAs) and no merge.
+    const bool none_split = auto_plan && view.max_seq_len <= threshold_tokens;
+    const std::int64_t rows = none_split ? 1 : partitions;
+    auto kernel = auto_plan ? decode_partition_kernel<T, true> : decode_partition_kernel<T, false>;
     PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
     kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), T::kThreads, T::kSmemBytes, stream>>>(
         p);
     CUDA_TRY_LAUNCH();
-    if (p.arrivals != nullptr) return {};  // merged by the partition kernel's last CTAs
+    if (none_split) return {};
+    // The merge takes the split sequences only: under auto, those longer than
+    // the threshold (the others already hold their output).
+    if (auto_plan) p.filter = SeqFilter::LongerThanThreshold;
     // Programmatic dependent launch (sm_90+): the merge kernel's launch
     // overlaps the partition kernel's tail; it waits in griddepcontrol.wait.
     int device = 0, major = 0;
@@ -366,18 +295,6 @@ std::size_t split_stat_floats(const DeviceCaseView& view, std::int64_t partition
   return static_cast<std::size_t>(view.kv.num_seqs * view.q_heads * decode::partitions_for(view, partition_tokens));
 }
 
-bool split_merge_fused() {
-  static const bool fused = [] {
-    const char* choice = std::getenv("PAGECHECK_SPLIT_MERGE");
-    return choice == nullptr || std::strcmp(choice, "kernel") != 0;
-  }();
-  return fused;
-}
-
-std::size_t split_arrival_slots(const DeviceCaseView& view) {
-  return static_cast<std::size_t>(std::max<std::int64_t>(view.kv.num_seqs * view.q_heads, 0));
-}
-
 std::size_t split_partial_out_floats(const DeviceCaseView& view, std::int64_t partition_tokens) {
   return split_stat_floats(view, partition_tokens) * static_cast<std::size_t>(std::max(view.kv.v_head_dim, 0));
 }
@@ -389,12 +306,8 @@ Status launch_split(const DeviceCaseView& view, const SplitWorkspace& workspace,
 
 Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace, std::int64_t partition_tokens,
                    std::int64_t threshold_tokens, cudaStream_t stream) {
-  if (workspace.arrivals != nullptr)  // one launch: short sequences whole, the rest split and merged in place
-    return decode::launch_split_impl(view, workspace, partition_tokens, decode::SeqFilter::Auto, threshold_tokens,
-                                     stream);
-  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens, stream));
-  return decode::launch_split_impl(view, workspace, partition_tokens, decode::SeqFilter::LongerThanThreshold,
-                                   threshold_tokens, stream);
+  return decode::launch_split_impl(view, workspace, partition_tokens, decode::SeqFilter::Auto, threshold_tokens,
+                                   stream);
 }
 
 }  // namespace pagecheck::gpu

@@ -43,11 +43,7 @@ struct Stage {
 // What a path sets up for one uploaded case.
 struct PreparedPath {
   std::vector<Stage> stages;
-  std::vector<DeviceBuffer> workspace;  // owned for the run's duration; NaN-poisoned before every run
-  // Kernel state kept between launches (the split path's fused-merge
-  // counters): zeroed when allocated, never poisoned; a correct kernel
-  // leaves it as it found it (the repeat and graph checks see it if not).
-  std::vector<DeviceBuffer> state;
+  std::vector<DeviceBuffer> workspace;  // owned for the run's duration
   std::string plan;                     // PathRun::plan
   std::map<std::string, std::string> notes;
   // Byte/FLOP model of the whole path (the "total" timing row): by default

@@ -45,36 +45,19 @@ struct SplitWorkspace {
   float* partial_max = nullptr;  // [num_seqs, q_heads, max_partitions]
   float* partial_sum = nullptr;  // [num_seqs, q_heads, max_partitions]
   std::int64_t max_partitions = 0;  // ceil(view.max_seq_len / partition_tokens)
-  // Optional kernel state for the fused merge (decode_split.cu): one counter
-  // per (sequence, kv head, head tile), zero when allocated and zero again
-  // after every complete launch; kept between launches and never poisoned.
-  // Null: the partition kernel is followed by a separate merge kernel, and
-  // auto launches the direct kernel and then the split kernels.
-  unsigned* arrivals = nullptr;
-  std::int64_t arrival_slots = 0;  // counters allocated; split_arrival_slots() is enough
 };
-// Whether the split and auto paths get the fused merge (arrival counters):
-// yes unless PAGECHECK_SPLIT_MERGE=kernel asks for the separate merge kernel
-// and auto's two launches (the earlier design, kept as a cross-check). The
-// environment is read once.
-bool split_merge_fused();
-// Counters the fused merge needs for a view: num_seqs * q_heads (an upper
-// bound of num_seqs * kv_heads * head tiles for every head tile).
-std::size_t split_arrival_slots(const DeviceCaseView& view);
 // Floats needed by each of the three arrays for a view at its capacity.
 std::size_t split_partial_out_floats(const DeviceCaseView& view, std::int64_t partition_tokens);
 std::size_t split_stat_floats(const DeviceCaseView& view, std::int64_t partition_tokens);
-// Partition kernel, then the merge (fused into the partition kernel's last
-// CTAs when the workspace has arrival counters, else a merge kernel). Empty partitions (past the context, or left
+// Partition kernel + merge kernel. Empty partitions (past the context, or left
 // empty by the sliding window) and contexts shorter than one partition merge
 // to the right answer, never NaN.
 Status launch_split(const DeviceCaseView& view, const SplitWorkspace& workspace,
                     std::int64_t partition_tokens, cudaStream_t stream);
-// What the plan chooses, per sequence: seq_len > threshold_tokens goes to
-// split, the rest to direct. With arrival counters one partition launch does
-// both (a short sequence is attended whole by its first CTA); without, the
-// direct and split kernels are both launched and each skips the other's
-// sequences.
+// What the plan chooses, per sequence: seq_len > threshold_tokens is split,
+// the rest attended whole, in the same partition launch (the first CTA of a
+// short sequence runs the direct path's code); the merge kernel then takes
+// the split sequences. No merge when the capacity is at most the threshold.
 Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace,
                    std::int64_t partition_tokens, std::int64_t threshold_tokens, cudaStream_t stream);
 

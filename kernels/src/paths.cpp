@@ -86,16 +86,6 @@ Expected<SplitWorkspace> allocate_split(const DeviceCaseView& view, std::int64_t
   ws.partial_sum = p.workspace[n - 1].as<float>();
   ws.max_partitions = (view.max_seq_len + partition_tokens - 1) / partition_tokens;
   p.notes["workspace_bytes"] = std::to_string((out_floats + 2 * stat_floats) * sizeof(float));
-  if (split_merge_fused()) {
-    const std::size_t slots = std::max<std::size_t>(split_arrival_slots(view), 1);
-    auto counters = device_alloc(slots * sizeof(unsigned));
-    if (!counters) return counters.error();
-    CUDA_TRY(cudaMemset(counters->get(), 0, slots * sizeof(unsigned)));
-    ws.arrivals = counters->as<unsigned>();
-    ws.arrival_slots = static_cast<std::int64_t>(slots);
-    p.state.push_back(std::move(*counters));
-  }
-  p.notes["merge"] = split_merge_fused() ? "fused" : "kernel";
   return ws;
 }
 

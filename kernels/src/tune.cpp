@@ -116,15 +116,6 @@ Expected<TuningTable> tune(const TuneOptions& options, std::FILE* log) {
         if (!sum) return sum.error();
         SplitWorkspace ws{out->as<float>(), mx->as<float>(), sum->as<float>(),
                           (view.max_seq_len + partition - 1) / partition};
-        // The merge the split path ships (fused unless PAGECHECK_SPLIT_MERGE=kernel).
-        const std::size_t slots = std::max<std::size_t>(split_arrival_slots(view), 1);
-        auto counters = device_alloc(slots * sizeof(unsigned));
-        if (!counters) return counters.error();
-        if (split_merge_fused()) {
-          CUDA_TRY(cudaMemset(counters->get(), 0, slots * sizeof(unsigned)));
-          ws.arrivals = counters->as<unsigned>();
-          ws.arrival_slots = static_cast<std::int64_t>(slots);
-        }
         auto split = median_ms([&](cudaStream_t s) { return launch_split(view, ws, partition, s); }, *flush,
                                stream.get(), 2, 10);
         point.split_ms.push_back(split ? *split : std::numeric_limits<double>::quiet_NaN());

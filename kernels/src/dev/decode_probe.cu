@@ -334,12 +334,6 @@ static SplitWorkspace make_ws(const DeviceCaseView& v, std::int64_t P, std::vect
   CK(cudaMemset(ws.partial_max, 0xff, ss * 4));
   CK(cudaMemset(ws.partial_sum, 0xff, ss * 4));
   keep.insert(keep.end(), {ws.partial_out, ws.partial_max, ws.partial_sum});
-  if (split_merge_fused()) {  // PAGECHECK_SPLIT_MERGE=kernel: the separate merge kernel
-    ws.arrival_slots = static_cast<std::int64_t>(split_arrival_slots(v));
-    CK(cudaMalloc(&ws.arrivals, ws.arrival_slots * sizeof(unsigned)));
-    CK(cudaMemset(ws.arrivals, 0, ws.arrival_slots * sizeof(unsigned)));
-    keep.push_back(ws.arrivals);
-  }
   return ws;
 }
 
