@@ -46,9 +46,12 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr unsigned kFullMask = 0xffffffffu;
 
-// Which sequences a launch takes: all of them, or one side of the auto
-// plan's threshold (split: seq_len > threshold, direct: seq_len <= threshold).
-enum class SeqFilter : int { All = 0, LongerThanThreshold = 1, UpToThreshold = 2 };
+// Which sequences a launch takes. All: every one. Auto (the auto partition
+// kernel): every one, and one of seq_len <= threshold is attended whole by
+// its partition-0 CTA, which writes the final output, while the others are
+// split. LongerThanThreshold: the merge after an Auto partition launch, which
+// takes the split sequences only.
+enum class SeqFilter : int { All = 0, LongerThanThreshold = 1, Auto = 2 };
 
 // One flat parameter struct for every decode kernel.
 struct DecodeParams {
@@ -104,7 +107,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
 
 __device__ __forceinline__ bool seq_selected(const DecodeParams& p, std::int32_t seq_len) {
   if (p.filter == SeqFilter::LongerThanThreshold) return seq_len > p.threshold_tokens;
-  if (p.filter == SeqFilter::UpToThreshold) return seq_len <= p.threshold_tokens;
   return true;
 }
 
@@ -298,6 +300,21 @@ struct ReduceScatter {
 };
 
 // ---- traits --------------------------------------------------------------------
+// The tile knobs, overridable only for kernel experiments (the decode probe,
+// scripts/build_decode_probe.sh -DPC_DECODE_STAGES=4 ...); the shipped values
+// are the defaults here and the notes in decode_direct.cu say why.
+#ifndef PC_DECODE_WARPS
+#define PC_DECODE_WARPS 4  // warps per CTA
+#endif
+#ifndef PC_DECODE_LOADS
+#define PC_DECODE_LOADS 8  // 16-byte vector loads per thread per stage (about)
+#endif
+#ifndef PC_DECODE_STAGES
+#define PC_DECODE_STAGES 3  // cp.async pipeline depth
+#endif
+#ifndef PC_DECODE_MIN_BLOCKS
+#define PC_DECODE_MIN_BLOCKS 4  // launch bounds: CTAs per SM
+#endif
 constexpr int largest_pow2_dividing(int a, int b, int cap) {
   int t = 1;
   while (t * 2 <= cap && a % (t * 2) == 0 && b % (t * 2) == 0) t *= 2;
@@ -326,19 +343,19 @@ struct DecodeTraits {
   static constexpr int kKDimsPerThread = kKVecsPerThread * kVec;
   static constexpr int kVDimsPerThread = kVVecsPerThread * kVec;
   static constexpr int kGroupsPerWarp = 32 / kThreadsPerToken;
-  static constexpr int kWarps = 4;
+  static constexpr int kWarps = PC_DECODE_WARPS;
   static constexpr int kThreads = kWarps * 32;
   static constexpr int kGroups = kWarps * kGroupsPerWarp;
   // Query heads per CTA: 4 keeps q and acc at 32 floats each for every built
   // dim except 192 (24 K dims per lane), which takes 2.
   static constexpr int kHeadTile = kKDimsPerThread > 8 ? 2 : 4;
   // About 8 vector loads per thread per stage.
-  static constexpr int kTokensPerGroup = floor_pow2(8 / (kKVecsPerThread + kVVecsPerThread) > 0
-                                                        ? 8 / (kKVecsPerThread + kVVecsPerThread)
+  static constexpr int kTokensPerGroup = floor_pow2(PC_DECODE_LOADS / (kKVecsPerThread + kVVecsPerThread) > 0
+                                                        ? PC_DECODE_LOADS / (kKVecsPerThread + kVVecsPerThread)
                                                         : 1);
   static constexpr int kTileTokens = kGroups * kTokensPerGroup;
   static constexpr int kScores = kHeadTile * kTokensPerGroup;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = PC_DECODE_STAGES;
   static constexpr int kSlotsPerToken = kKVecsPerThread + kVVecsPerThread;
   // Shared memory: the pipeline [stage][token][slot][thread] of Raw, then the
   // score buffers [warp][group][kScores]. The cross-warp merge area
@@ -348,7 +365,7 @@ struct DecodeTraits {
   static constexpr int kMergeBytes = kWarps * kHeadTile * (DV + 2) * 4;
   static constexpr int kSmemBytes =
       (kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes) + kScoreBytes;
-  static constexpr int kMinBlocksPerSm = 4;
+  static constexpr int kMinBlocksPerSm = PC_DECODE_MIN_BLOCKS;
   static_assert(kThreadsPerToken * kKVecsPerThread == kKVecs, "K vectors split evenly over a token group");
   static_assert(kThreadsPerToken * kVVecsPerThread == kVVecs, "V vectors split evenly over a token group");
   static_assert(kSmemBytes <= 227 * 1024 / kMinBlocksPerSm, "shared memory too large for the occupancy target");
@@ -608,6 +625,25 @@ __device__ __forceinline__ float combine_warps(const float* merged, int h, int d
   return state_normalize(a, lsum);
 }
 
+// Writes the CTA's final output (times v_scale) and LSE for the heads of its
+// tile from the per-warp states attend_range left in shared memory: the end
+// of the direct kernel and of a sequence the auto plan attends whole.
+template <class T>
+__device__ __forceinline__ void store_final(const DecodeParams& p, const float* merged, std::int64_t seq,
+                                            int kv_head, int tile) {
+  const std::int64_t row = p.query_start_loc[seq];
+  const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
+  for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
+    const int h = e / T::kVHeadDim;
+    const int d = e % T::kVHeadDim;
+    float m, l;
+    const float o = combine_warps<T>(merged, h, d, m, l);
+    const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
+    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
+    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
+  }
+}
+
 // ---- the one switch: (kv dtype, head dims) -> traits -------------------------------
 inline const char* built_head_dims() { return "64, 128, 192/128, 256"; }
 
@@ -634,6 +670,10 @@ Status dispatch_dims(std::int64_t dk, std::int64_t dv, F&& f) {
 // unsupported value and lists what is built.
 template <class F>
 Status dispatch_decode(DType kv_dtype, std::int64_t dk, std::int64_t dv, F&& f) {
+#ifdef PC_DECODE_SWEEP_ONLY  // kernel experiments: build the benchmark's BF16 d128 alone
+  if (kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTraits<DType::BF16, 128, 128>{});
+  return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
+#else
   switch (kv_dtype) {
     case DType::F32: return dispatch_dims<DType::F32>(dk, dv, f);
     case DType::F16: return dispatch_dims<DType::F16>(dk, dv, f);
@@ -645,6 +685,7 @@ Status dispatch_decode(DType kv_dtype, std::int64_t dk, std::int64_t dv, F&& f) 
                                " is not built; built: F32, F16, BF16, F8_E4M3, F8_E5M2",
                            "decode");
   }
+#endif
 }
 
 // Raises the kernel's dynamic shared-memory limit when it needs more than
@@ -655,9 +696,8 @@ Status allow_shared_memory(Kernel kernel, int bytes) {
   return {};
 }
 
-// The direct kernel over the sequences `filter` selects (decode_direct.cu).
-Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int64_t threshold_tokens,
-                          cudaStream_t stream);
+// The direct kernel over the whole batch (decode_direct.cu).
+Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream);
 
 // Checks the view and fills the parameters every decode kernel shares.
 Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_tile, SeqFilter filter,

@@ -158,29 +158,16 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   const int kv_head = (blockIdx.x % per_seq) / p.head_tiles;
   const int tile = blockIdx.x % p.head_tiles;
   const std::int32_t seq_len = p.kv.seq_lens[seq];
-  if (!seq_selected(p, seq_len)) return;
 
   const float* merged =
       attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
-
-  const std::int64_t row = p.query_start_loc[seq];
-  const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
-  for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
-    const int h = e / T::kVHeadDim;
-    const int d = e % T::kVHeadDim;
-    float m, l;
-    const float o = combine_warps<T>(merged, h, d, m, l);
-    const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
-    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
-    if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
-  }
+  store_final<T>(p, merged, seq, kv_head, tile);
 }
 
-Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int64_t threshold_tokens,
-                          cudaStream_t stream) {
+Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
   return dispatch_decode(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
     using T = decltype(traits);
-    auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
+    auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();
     const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * params->head_tiles;
     if (ctas == 0) return {};
@@ -196,7 +183,7 @@ Status launch_direct_impl(const DeviceCaseView& view, SeqFilter filter, std::int
 }  // namespace decode
 
 Status launch_direct(const DeviceCaseView& view, cudaStream_t stream) {
-  return decode::launch_direct_impl(view, decode::SeqFilter::All, 0, stream);
+  return decode::launch_direct_impl(view, stream);
 }
 
 }  // namespace pagecheck::gpu

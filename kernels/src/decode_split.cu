@@ -14,8 +14,13 @@
 //   partitions, then each partition weighted by sum * 2^(max_p - max) (the
 //   online-softmax merge in closed form). It reads only the partitions the
 //   current seq_len makes active. Empty states carry weight 0, never NaN.
-// - Auto: direct for seq_len <= threshold, split for the rest; both kernels
-//   are launched over the whole batch and skip the other's sequences.
+// - Auto: the partition kernel's kAuto instantiation over the whole batch: a
+//   sequence of seq_len <= threshold is attended whole by its partition-0 CTA
+//   (the direct path's code, output written in place), the rest are split;
+//   the merge kernel then takes seq_len > threshold. So auto costs what
+//   split costs with the same plan: the earlier design launched the direct
+//   kernel over the whole batch first, whose CTAs all returned at once for a
+//   batch of long sequences, about 3 us (+5.1% at 1 x 32768 on 2026-12-02).
 //
 // Performance notes. H200, same bench as decode_direct.cu (32 q / 8 kv heads,
 // d128, BF16, block 16, shuffled pages, L2 flushed, median of 30; copy
@@ -54,7 +59,12 @@ std::int64_t partitions_for(const DeviceCaseView& view, std::int64_t partition_t
   return std::max<std::int64_t>(n, 1);
 }
 
-template <class T>
+// kAuto: the auto plan's kernel (filter Auto): a sequence of seq_len <=
+// threshold is attended whole by its partition-0 CTA, which writes the final
+// output as the direct kernel does; the other CTAs of that sequence return.
+// A separate instantiation, so the split path's kernel holds one copy of the
+// attention loop.
+template <class T, bool kAuto>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     decode_partition_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -69,7 +79,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const std::int32_t seq_len = p.kv.seq_lens[seq];
-  if (!seq_selected(p, seq_len)) return;
+  if constexpr (kAuto) {
+    if (seq_len <= p.threshold_tokens) {
+      if (partition != 0) return;
+      const float* merged =
+          attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+      store_final<T>(p, merged, seq, kv_head, tile);
+      return;
+    }
+  }
 
   const std::int64_t part_begin = partition * p.partition_tokens;
   const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
@@ -229,11 +247,20 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff || merge_ctas > 0x7fffffff)
       return invalid_input("too many (sequence, head) pairs for one launch", "split");
-    auto kernel = decode_partition_kernel<T>;
+    const bool auto_plan = filter == SeqFilter::Auto;
+    // An auto launch whose capacity never exceeds the threshold has no split
+    // sequence: one partition row (the whole-sequence CTAs) and no merge.
+    const bool none_split = auto_plan && view.max_seq_len <= threshold_tokens;
+    const std::int64_t rows = none_split ? 1 : partitions;
+    auto kernel = auto_plan ? decode_partition_kernel<T, true> : decode_partition_kernel<T, false>;
     PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
-    kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(partitions)), T::kThreads, T::kSmemBytes,
-             stream>>>(p);
+    kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), T::kThreads, T::kSmemBytes, stream>>>(
+        p);
     CUDA_TRY_LAUNCH();
+    if (none_split) return {};
+    // The merge takes the split sequences only: under auto, those longer than
+    // the threshold (the others already hold their output).
+    if (auto_plan) p.filter = SeqFilter::LongerThanThreshold;
     // Programmatic dependent launch (sm_90+): the merge kernel's launch
     // overlaps the partition kernel's tail; it waits in griddepcontrol.wait.
     int device = 0, major = 0;
@@ -279,9 +306,8 @@ Status launch_split(const DeviceCaseView& view, const SplitWorkspace& workspace,
 
 Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace, std::int64_t partition_tokens,
                    std::int64_t threshold_tokens, cudaStream_t stream) {
-  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens, stream));
-  return decode::launch_split_impl(view, workspace, partition_tokens, decode::SeqFilter::LongerThanThreshold,
-                                   threshold_tokens, stream);
+  return decode::launch_split_impl(view, workspace, partition_tokens, decode::SeqFilter::Auto, threshold_tokens,
+                                   stream);
 }
 
 }  // namespace pagecheck::gpu

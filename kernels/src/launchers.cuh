@@ -54,8 +54,10 @@ std::size_t split_stat_floats(const DeviceCaseView& view, std::int64_t partition
 // to the right answer, never NaN.
 Status launch_split(const DeviceCaseView& view, const SplitWorkspace& workspace,
                     std::int64_t partition_tokens, cudaStream_t stream);
-// What the plan chooses, per sequence: seq_len > threshold_tokens goes to
-// split, the rest to direct (both launched; each skips the other's sequences).
+// What the plan chooses, per sequence: seq_len > threshold_tokens is split,
+// the rest attended whole, in the same partition launch (the first CTA of a
+// short sequence runs the direct path's code); the merge kernel then takes
+// the split sequences. No merge when the capacity is at most the threshold.
 Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace,
                    std::int64_t partition_tokens, std::int64_t threshold_tokens, cudaStream_t stream);
 

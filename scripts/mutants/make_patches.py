@@ -59,8 +59,8 @@ mutant("03-decode-page-npot",
         "  p.block_magic = 0;  // token >> floor(log2 block_size): right for powers of two only\n"
         "  for (p.block_shift = 0; (2 << p.block_shift) <= kv.block_size; ++p.block_shift) {\n  }\n"))
 mutant("04-direct-lse-base",
-       "LSE base: the direct kernel stores the base-2 LSE (m + log2 l) instead of the natural one",
-       ("kernels/src/decode_direct.cu",
+       "LSE base: the direct kernel (and auto's whole sequences) store the base-2 LSE (m + log2 l) instead of the natural one",
+       ("kernels/src/decode_common.cuh",
         "p.lse[row * p.q_heads + q_head] = state_lse(m, l);",
         "p.lse[row * p.q_heads + q_head] = l > 0.0f ? m + log2f(l) : -INFINITY;"))
 
@@ -88,10 +88,10 @@ mutant("07-split-skip-empty-stores",
         "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
         "  if (end == begin) return;  // nothing to attend\n"))
 mutant("08-auto-threshold-gap",
-       "boundary off by one: auto sends seq_len < threshold to direct and seq_len > threshold to split; seq_len == threshold gets neither",
+       "boundary off by one: auto's partition kernel attends seq_len < threshold whole while its merge takes seq_len > threshold; a sequence of exactly the threshold is split and never merged",
        ("kernels/src/decode_split.cu",
-        "  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens, stream));",
-        "  PC_TRY(decode::launch_direct_impl(view, decode::SeqFilter::UpToThreshold, threshold_tokens - 1, stream));"))
+        "    if (seq_len <= p.threshold_tokens) {\n      if (partition != 0) return;\n",
+        "    if (seq_len < p.threshold_tokens) {\n      if (partition != 0) return;\n"))
 mutant("09-decode-missing-barrier",
        "missing barrier: the cross-warp merge writes into the pipeline buffer while other warps may still read it",
        ("kernels/src/decode_common.cuh",

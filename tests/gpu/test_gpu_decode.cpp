@@ -50,6 +50,20 @@ TEST_CASE("decode: small partitions, partition +-1, contexts shorter than one pa
   check_spec(s, {"split", "auto"}, with_plan("split:256:0"));  // threshold 0: auto splits everything
 }
 
+TEST_CASE("decode: auto around its threshold, capacity = threshold, threshold + 1, threshold + partition") {
+  // Fused auto launches one partition row when no sequence can exceed the
+  // threshold (capacity <= threshold) and the whole partition grid
+  // otherwise; a batch whose longest sequence is threshold + 1 needs the
+  // second row, and one of exactly the threshold must be attended whole.
+  std::uint64_t seed = 300;
+  for (std::int64_t longest : {100, 101, 164, 165}) {
+    auto s = decode_spec(fmt::format("auto-threshold-{}", longest), seed++);
+    s.seq_len_list = {1, 63, 64, 65, 99, 100, longest};
+    s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+    check_spec(s, {"split", "auto"}, with_plan("split:64:100"));
+  }
+}
+
 TEST_CASE("decode: every query and KV dtype") {
   std::uint64_t seed = 200;
   for (DType q : {DType::F32, DType::F16, DType::BF16}) {

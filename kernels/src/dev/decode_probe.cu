@@ -649,17 +649,19 @@ int main(int argc, char** argv) {
   }
   if (mode == "bench" || mode == "all") run_bench(false);
   if (mode == "bench4") run_bench(true);
-  if (mode == "ncu1") {  // one 64 x 4096 direct launch and one 1 x 32768 split launch, for a profiler
-    for (int which = 0; which < 2; ++which) {
+  if (mode == "ncu1") {  // 64 x 4096 direct, 1 x 32768 split at partitions 512 and 1024, 8 x 8192 split 1024
+    for (int which = 0; which < 4; ++which) {
       Config c;
       c.q_heads = 32;
       c.kv_heads = 8;
-      c.seq_lens.assign(which ? 1 : 64, which ? 32768 : 4096);
+      const int seqs[] = {64, 1, 1, 8}, ctx[] = {4096, 32768, 32768, 8192};
+      const std::int64_t parts[] = {512, 512, 1024, 1024};
+      c.seq_lens.assign(seqs[which], ctx[which]);
       c.fast_fill = true;
       Built b = build(c);
       std::vector<void*> keep;
-      SplitWorkspace ws = make_ws(b.view, 512, keep);
-      ok_or_die(which ? launch_split(b.view, ws, 512, 0) : launch_direct(b.view, 0), "ncu1");
+      SplitWorkspace ws = make_ws(b.view, parts[which], keep);
+      ok_or_die(which ? launch_split(b.view, ws, parts[which], 0) : launch_direct(b.view, 0), "ncu1");
       CK(cudaDeviceSynchronize());
       for (void* p : keep) cudaFree(p);
       release(b);
