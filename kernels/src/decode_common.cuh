@@ -312,9 +312,6 @@ struct ReduceScatter {
 #ifndef PC_DECODE_STAGES
 #define PC_DECODE_STAGES 3  // cp.async pipeline depth
 #endif
-#ifndef PC_DECODE_PAGE_PREFETCH
-#define PC_DECODE_PAGE_PREFETCH 1  // block-table reads one iteration ahead (attend_range)
-#endif
 #ifndef PC_DECODE_MIN_BLOCKS
 #define PC_DECODE_MIN_BLOCKS 4  // launch bounds: CTAs per SM
 #endif
@@ -424,19 +421,7 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
   const int iterations = (span + T::kTileTokens - 1) / T::kTileTokens;
 
   // Token u of this group in iteration `it`: begin + it * tile + u * kGroups + group.
-  // Its page comes from the block table: lookup() loads the page numbers of
-  // an iteration into registers one iteration before issue() needs them, so
-  // the table read's latency overlaps a stage of compute instead of stalling
-  // every cp.async issue (PC_DECODE_PAGE_PREFETCH=0: looked up in issue).
-  auto lookup = [&](int it, std::int32_t (&page)[U]) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const std::int32_t token = begin + it * T::kTileTokens + u * T::kGroups + group;
-      page[u] = token < end ? pages[fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift)]
-                            : 0;
-    }
-  };
-  auto issue = [&](int it, const std::int32_t (&page)[U]) {
+  auto issue = [&](int it) {
     const int stage = it % T::kStages;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -449,8 +434,9 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
         // term a 32 x 32 -> 64-bit multiply (strides checked at launch).
         const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
         const std::int32_t slot = token - static_cast<std::int32_t>(page_no) * kv.block_size;
-        k_off = static_cast<std::int64_t>(page[u]) * p.k_block_vecs + (slot * p.k_slot_vecs + k_head_vec);
-        v_off = static_cast<std::int64_t>(page[u]) * p.v_block_vecs + (slot * p.v_slot_vecs + v_head_vec);
+        const std::int32_t page = pages[page_no];
+        k_off = static_cast<std::int64_t>(page) * p.k_block_vecs + (slot * p.k_slot_vecs + k_head_vec);
+        v_off = static_cast<std::int64_t>(page) * p.v_block_vecs + (slot * p.v_slot_vecs + v_head_vec);
       }
       Raw* dst = pipe + ((stage * U + u) * T::kSlotsPerToken) * T::kThreads + tid;
 #pragma unroll
@@ -462,16 +448,11 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
     }
   };
 
-  std::int32_t next_page[U];
 #pragma unroll
   for (int s = 0; s < T::kStages - 1; ++s) {
-    if (s < iterations) {
-      lookup(s, next_page);
-      issue(s, next_page);
-    }
+    if (s < iterations) issue(s);
     cp_async_commit();
   }
-  if (PC_DECODE_PAGE_PREFETCH && T::kStages - 1 < iterations) lookup(T::kStages - 1, next_page);
 
   // q of the head tile, pre-scaled, loaded while the first stages are in
   // flight; heads past the GQA group are zero.
@@ -496,11 +477,7 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
   }
 
   for (int it = 0; it < iterations; ++it) {
-    if (it + T::kStages - 1 < iterations) {
-      if (!PC_DECODE_PAGE_PREFETCH) lookup(it + T::kStages - 1, next_page);
-      issue(it + T::kStages - 1, next_page);
-      if (PC_DECODE_PAGE_PREFETCH && it + T::kStages < iterations) lookup(it + T::kStages, next_page);
-    }
+    if (it + T::kStages - 1 < iterations) issue(it + T::kStages - 1);
     cp_async_commit();
     cp_async_wait<T::kStages - 1>();
     const int stage = it % T::kStages;

@@ -35,6 +35,18 @@
 // than 16 partitions: 0.307 ms at 64 x 4096 and 0.318 ms at 256 x 1024,
 // see kCapacityMergeGroups below.)
 // Graph replay times equal the eager ones within 0.5 us.
+// Tried on 2026-12-03 (decode probe, H200, one call each; docs/performance.md):
+// - a fused merge (the last partition CTA of each (sequence, kv head, head
+//   tile) merges, counted in by an atomic arrival counter): 1 x 32768
+//   split:1024 64.4 us against 59.0 us with this merge kernel in the same
+//   binary; one CTA folding 32 partitions serially is a longer tail than the
+//   merge kernel's 32 CTAs behind PDL. Backed out.
+// - deeper pipelines / fewer CTAs per SM (stages 4 at 3 CTAs/SM, stages 6 or
+//   16 loads per stage at 2/SM, 8 warps at 2/SM): split:1024 at 1 x 32768
+//   65-69 us against 65 us, 64 x 4096 direct 3.34-3.81 against 3.85 TB/s.
+// - block-table reads one iteration ahead of the cp.async issue: direct
+//   -9% at 1 x 32768 and 8 x 8192 (the shapes it loses anyway), +3% at
+//   64 x 4096; split within 1%. Not kept.
 // Tuning decisions:
 // - Partition 1024 is the best of 256/512/1024 at every shape measured;
 //   partition kernel alone (ncu, 1 x 32768, partition 512): 43.8 us = 3.1 TB/s,

@@ -59,8 +59,8 @@ mutant("03-decode-page-npot",
         "  p.block_magic = 0;  // token >> floor(log2 block_size): right for powers of two only\n"
         "  for (p.block_shift = 0; (2 << p.block_shift) <= kv.block_size; ++p.block_shift) {\n  }\n"))
 mutant("04-direct-lse-base",
-       "LSE base: the direct kernel (and auto's whole sequences) store the base-2 LSE (m + log2 l) instead of the natural one",
-       ("kernels/src/decode_common.cuh",
+       "LSE base: the direct kernel stores the base-2 LSE (m + log2 l) instead of the natural one",
+       ("kernels/src/decode_direct.cu",
         "p.lse[row * p.q_heads + q_head] = state_lse(m, l);",
         "p.lse[row * p.q_heads + q_head] = l > 0.0f ? m + log2f(l) : -INFINITY;"))
 
