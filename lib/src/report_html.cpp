@@ -165,9 +165,13 @@ std::string legend_svg() {
   };
   swatch(kNonFiniteColour, "NaN/Inf output");
   swatch(kUnjudgedColour, "reference not finite");
-  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">NaN/Inf includes unwritten elements (the NaN poison); "
-                   "dashed border: partly not judged</text>\n",
-                   kLeft + levels * kStep + 16, kBarTop + kBarHeight + 16);
+  // Two lines: one did not fit the 360 units beside the bar (cut off in a
+  // chromium screenshot of the page).
+  s += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"11\">NaN/Inf includes unwritten elements (the NaN "
+                   "poison);</text>\n<text x=\"{}\" y=\"{}\" font-size=\"11\">dashed border: partly not "
+                   "judged</text>\n",
+                   kLeft + levels * kStep + 16, kBarTop + kBarHeight + 16, kLeft + levels * kStep + 16,
+                   kBarTop + kBarHeight + 30);
   s += "</svg>\n";
   return s;
 }
