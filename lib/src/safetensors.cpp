@@ -489,15 +489,15 @@ namespace {
 
 // The writer's file: plain writes (header, tensors in memory) and, for lazy
 // tensors, chunks made by several threads and written where they go. A chunk
-// is written through a second, O_DIRECT descriptor for its whole 4 KiB pages
-// (the disk reads the thread's buffer; gigabytes never pass through the page
-// cache, whose fresh pages cost a fault each on a virtual machine) and plainly
-// for the partial pages at its ends; each 4 KiB page of the file is written
-// one way only. Where O_DIRECT is refused (tmpfs, some network file systems)
-// everything is written plainly.
+// is written through a second, O_DIRECT descriptor for its whole aligned
+// pieces (4 KiB, or the file system's block when larger: the disk reads the
+// thread's buffer, and gigabytes never pass through the page cache, whose
+// fresh pages cost a fault each on a virtual machine) and plainly for the
+// partial pieces at its ends; each piece of the file is written one way only.
+// Where O_DIRECT is refused (by the open or by a write) everything from there
+// on is written plainly.
 class FileWriter {
  public:
-  static constexpr std::size_t kPage = 4096;
 
   Status open(const std::filesystem::path& file) {
     fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
@@ -511,7 +511,10 @@ class FileWriter {
                   const std::map<std::string, Tensor>& tensors, std::uint64_t file_size) {
     // The final size first: chunk writes land inside the file in any order.
     if (::ftruncate(fd_, static_cast<off_t>(file_size)) != 0) return fail(errno);
-    if (std::getenv("PAGECHECK_NO_DIRECT_IO") == nullptr)
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && st.st_blksize > 0) align_ = std::max<std::size_t>(align_, static_cast<std::size_t>(st.st_blksize));
+    const bool power_of_two = (align_ & (align_ - 1)) == 0 && align_ <= (std::size_t{1} << 20);
+    if (std::getenv("PAGECHECK_NO_DIRECT_IO") == nullptr && power_of_two)
       direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
     std::vector<std::uint64_t> nbytes;
     for (const auto& name : lazy.names) nbytes.push_back(tensors.at(name).nbytes);
@@ -520,19 +523,19 @@ class FileWriter {
         std::clamp<std::int64_t>(lazy.threads > 0 ? lazy.threads : std::min<std::int64_t>(cores, 32) + 1, 1, lazy.chunks);
     std::atomic<std::int64_t> next{0};
     auto work = [&] {
-      // Per tensor: the chunk plus a page before it, so that the chunk's
-      // first whole file page sits on an aligned address.
+      // Per tensor: the chunk plus a piece before it, so that the chunk's
+      // first whole file piece sits on an aligned address.
       std::vector<std::unique_ptr<std::byte, decltype(&std::free)>> buffers;
       std::vector<std::byte*> out(lazy.names.size());
       for (auto bytes : lazy.chunk_bytes) {
-        void* p = std::aligned_alloc(kPage, (bytes + 2 * kPage + kPage - 1) / kPage * kPage);
+        void* p = std::aligned_alloc(align_, (bytes + 3 * align_ - 1) / align_ * align_);
         if (p == nullptr) return (void)fail(ENOMEM);
         buffers.emplace_back(static_cast<std::byte*>(p), &std::free);
       }
       for (std::int64_t chunk = next++; chunk < lazy.chunks && !failed_; chunk = next++) {
         for (std::size_t k = 0; k < out.size(); ++k) {
           const std::uint64_t at = offsets[k] + static_cast<std::uint64_t>(chunk) * lazy.chunk_bytes[k];
-          out[k] = buffers[k].get() + at % kPage;
+          out[k] = buffers[k].get() + at % align_;
         }
         lazy.fill(chunk, out.data());
         for (std::size_t k = 0; k < out.size(); ++k) {
@@ -584,10 +587,10 @@ class FileWriter {
     return true;
   }
   // Bytes [offset, offset + n) of the file from `data`, where data + (the
-  // first page boundary at or after offset) - offset is page-aligned.
+  // first multiple of align_ at or after offset) - offset is aligned.
   bool write_chunk(std::uint64_t offset, const std::byte* data, std::size_t n) {
     const std::uint64_t end = offset + n;
-    const std::uint64_t first = (offset + kPage - 1) / kPage * kPage, last = end / kPage * kPage;
+    const std::uint64_t first = (offset + align_ - 1) / align_ * align_, last = end / align_ * align_;
     if (direct_ok_ && direct_fd_ >= 0 && first < last) {
       if (write_all(direct_fd_, first, data + (first - offset), last - first)) {
         return write_plain(offset, data, first - offset) && write_plain(last, data + (last - offset), end - last);
@@ -599,6 +602,7 @@ class FileWriter {
 
   std::filesystem::path path_;
   int fd_ = -1, direct_fd_ = -1;
+  std::size_t align_ = 4096;
   std::atomic<bool> direct_ok_{true};
   std::atomic<bool> failed_{false};
   int error_ = 0;

@@ -947,10 +947,17 @@ Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int th
   LazySyntheticCase out;
   out.c = std::move(made->first);
   std::shared_ptr<const CacheFiller> filler = std::move(made->second);
-  // The default chunk, 32 MiB of keys and values (16 MiB writes): on the
-  // project's 2-core VM llama3-8b 64 x 8192 took 8.0-9.4 s with it and
-  // 9.7-11.0 s with 8 MiB chunks (the disk's pace; docs/synthetic.md); each
-  // writer thread holds one chunk.
+  // Threads: the cores plus one, at least 6, so that some make values while
+  // one waits on the disk: on the project's 2-core VM with other work on it,
+  // llama3-8b 64 x 8192 took 7.1-7.7 s on 6 threads, 8.3-11.7 s on 2-4. The
+  // default chunk, 32 MiB of keys and values (16 MiB writes), took 8.0-9.4 s
+  // where 8 MiB chunks took 9.7-11.0 (docs/synthetic.md). Each thread holds
+  // one chunk; all of them together at most 256 MiB.
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::clamp(cores + 1, 6, 33);
+  }
+  chunk_bytes = std::min<std::int64_t>(chunk_bytes, (std::int64_t{256} << 20) / threads);
   const std::int64_t key_block = filler->key_block_bytes(), value_block = filler->value_block_bytes();
   const std::int64_t num_blocks = out.c.num_blocks();
   const std::int64_t blocks_per_chunk =

@@ -39,7 +39,7 @@ struct LazyTensors {
   std::vector<std::size_t> chunk_bytes;
   std::int64_t chunks = 0;
   std::function<void(std::int64_t chunk, std::byte* const* out)> fill;
-  int threads = 0;  // chunks made at once (0: one per core, plus one that waits on the disk)
+  int threads = 0;  // chunks made at once (0: the cores, plus one that waits on the disk)
 };
 
 // Writes beside `path` and renames into place. Lazy tensors' chunks are

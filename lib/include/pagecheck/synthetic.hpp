@@ -83,8 +83,9 @@ Expected<Case> generate_case(const SyntheticSpec& spec);
 // a file (pagecheck gen): `c` holds the table, lengths, query and parameters,
 // and key_cache/value_cache with their dtype and shape but no data;
 // `caches` makes their bytes, exactly those generate_case puts there, chunk
-// by chunk while save_case_file writes (on `threads` threads, 0: the cores;
-// chunks of about `chunk_bytes` of keys and values, at least one block).
+// by chunk while save_case_file writes (on `threads` threads, 0: the cores
+// plus one, at least 6; chunks of about `chunk_bytes` of keys and values, at
+// least one block, at most 256 MiB over all threads).
 // Only validate_case(c, ValueScan::Skip) applies to `c` as it is.
 struct LazySyntheticCase {
   Case c;
