@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -368,6 +369,63 @@ TEST_CASE("the writer refuses what it cannot write faithfully") {
   CHECK(status.error().message.find("tensor 'w' holds 16 bytes") != std::string::npos);
   CHECK_FALSE(write_safetensors(path, {{"__metadata__", Tensor::zeros(DType::F32, {1})}}, {}).ok());
   CHECK_FALSE(write_safetensors(path, {{"x", Tensor::zeros(DType::F32, {1})}}, {{"k", "\xff"}}).ok());
+  CHECK_FALSE(fs::exists(path));
+}
+
+TEST_CASE("lazy tensors: the bytes their chunks make, where they go, around a tensor in memory") {
+  // Two lazy tensors of 10000 and 7001 bytes in chunks of 3000 and 2101
+  // (4 chunks), an in-memory tensor between them (sorted by name: a, b, c);
+  // byte i of chunk k of tensor t is a function of (t, k, i), so a chunk
+  // written at the wrong place or twice shows.
+  const fs::path path = temp_dir() / "lazy.safetensors";
+  const auto pattern = [](std::size_t t, std::int64_t chunk, std::size_t i) {
+    return static_cast<std::byte>((t * 131 + static_cast<std::size_t>(chunk) * 17 + i * 7) % 251);
+  };
+  Tensor a, c;
+  a.dtype = c.dtype = DType::U8;
+  a.shape = {10000};
+  a.nbytes = 10000;
+  c.shape = {7001};
+  c.nbytes = 7001;
+  std::vector<std::uint8_t> middle(333);
+  for (std::size_t i = 0; i < middle.size(); ++i) middle[i] = static_cast<std::uint8_t>(i * 3);
+  const std::map<std::string, Tensor> tensors = {
+      {"a", a}, {"b", Tensor::from_vector<std::uint8_t>(DType::U8, {333}, middle)}, {"c", c}};
+  LazyTensors lazy;
+  lazy.names = {"c", "a"};
+  lazy.chunk_bytes = {2101, 3000};
+  lazy.chunks = 4;
+  lazy.fill = [&](std::int64_t chunk, std::byte* const* out) {
+    for (std::size_t i = 0; i < 2101; ++i) out[0][i] = pattern(0, chunk, i);
+    for (std::size_t i = 0; i < 3000; ++i) out[1][i] = pattern(1, chunk, i);
+  };
+  for (const int threads : {1, 3}) {
+    CAPTURE(threads);
+    lazy.threads = threads;
+    REQUIRE(write_safetensors(path, tensors, {{"k", "v"}}, &lazy).ok());
+    auto file = read_safetensors(path);
+    REQUIRE(file.ok());
+    const Tensor& ra = file->tensors.at("a");
+    const Tensor& rb = file->tensors.at("b");
+    const Tensor& rc = file->tensors.at("c");
+    REQUIRE(ra.nbytes == 10000);
+    REQUIRE(rc.nbytes == 7001);
+    bool same = std::memcmp(rb.data, middle.data(), middle.size()) == 0;
+    for (std::size_t i = 0; i < ra.nbytes; ++i) same = same && ra.data[i] == pattern(1, static_cast<std::int64_t>(i / 3000), i % 3000);
+    for (std::size_t i = 0; i < rc.nbytes; ++i) same = same && rc.data[i] == pattern(0, static_cast<std::int64_t>(i / 2101), i % 2101);
+    CHECK(same);
+    CHECK(file->metadata.at("k") == "v");
+  }
+  // Chunks that do not cover a lazy tensor exactly, or a name not among the
+  // tensors, are refused before anything is written.
+  fs::remove(path);
+  lazy.chunks = 3;  // 3 x 3000 < 10000
+  CHECK_FALSE(write_safetensors(path, tensors, {}, &lazy).ok());
+  lazy.chunks = 5;  // the fifth chunk of c would be empty
+  CHECK_FALSE(write_safetensors(path, tensors, {}, &lazy).ok());
+  lazy.chunks = 4;
+  lazy.names = {"c", "z"};
+  CHECK_FALSE(write_safetensors(path, tensors, {}, &lazy).ok());
   CHECK_FALSE(fs::exists(path));
 }
 

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -13,8 +16,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pagecheck/case_file.hpp"
 #include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
+#include "scratch_dir.hpp"
 
 using namespace pagecheck;
 
@@ -66,7 +71,84 @@ std::string describe(const SyntheticSpec& s) {
                      dtype_name(s.query_dtype), s.layout == KvLayout::NHD ? "NHD" : "HND", s.block_size);
 }
 
+std::string file_bytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 }  // namespace
+
+TEST_CASE("gen's lazily written file is generate_case's, byte for byte, on any threads, direct or plain") {
+  // Chunks of a few blocks with odd block sizes: chunks straddle file pages,
+  // so the O_DIRECT writes of whole pages meet plain writes of their ends;
+  // the thread counts change which thread makes and writes each chunk.
+  const test::ScratchDir dir("lazy_gen");
+  std::vector<SyntheticSpec> specs;
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    auto spec = small_spec();
+    spec.kv_dtype = kv;
+    spec.profile = ValueProfile::LlmLike;
+    specs.push_back(spec);
+  }
+  {
+    auto spec = small_spec();
+    spec.layout = KvLayout::HND;
+    spec.table_form = TableForm::Csr;
+    spec.block_size = 7;
+    spec.head_dim = 24;
+    spec.v_head_dim = 40;
+    specs.push_back(spec);
+  }
+  {
+    auto spec = small_spec();
+    spec.poison_unused = false;  // stale values from their own engines instead of NaN
+    spec.kv_dtype = DType::F8_E5M2;
+    spec.block_size = 5;
+    specs.push_back(spec);
+  }
+  {
+    auto spec = small_spec();
+    spec.query_mode = QueryMode::Prefill;
+    spec.num_seqs = 40;
+    spec.seq_len_max = 300;
+    spec.profile = ValueProfile::LargeLogits;
+    spec.query_dtype = DType::F32;
+    specs.push_back(spec);
+  }
+  for (const auto& spec : specs) {
+    auto whole = generate_case(spec);
+    REQUIRE(whole.ok());
+    const auto expected_path = dir.path / "expected.safetensors";
+    REQUIRE(save_case_file(*whole, expected_path).ok());
+    const std::string expected = file_bytes(expected_path);
+    for (const bool plain : {false, true}) {
+      if (plain) ::setenv("PAGECHECK_NO_DIRECT_IO", "1", 1);
+      for (const int threads : {1, 2, 5}) {
+        for (const std::int64_t chunk_bytes : {std::int64_t{1}, std::int64_t{9000}, std::int64_t{32} << 20}) {
+          CAPTURE(describe(spec));
+          CAPTURE(plain);
+          CAPTURE(threads);
+          CAPTURE(chunk_bytes);
+          auto lazy = generate_case_lazy(spec, threads, chunk_bytes);
+          REQUIRE(lazy.ok());
+          CHECK(lazy->c.key_cache.data == nullptr);
+          CHECK(validate_case(lazy->c, ValueScan::Skip).ok());
+          CHECK_FALSE(validate_case(lazy->c).ok());  // the value scan needs the bytes
+          const auto path = dir.path / "lazy.safetensors";
+          REQUIRE(save_case_file(lazy->c, path, &lazy->caches).ok());
+          const std::string written = file_bytes(path);
+          CHECK(written.size() == expected.size());
+          CHECK(written == expected);
+        }
+      }
+      if (plain) ::unsetenv("PAGECHECK_NO_DIRECT_IO");
+    }
+    auto back = load_case_file(dir.path / "lazy.safetensors");
+    REQUIRE(back.ok());
+    CHECK(same_bytes(back->key_cache, whole->key_cache));
+    CHECK(same_bytes(back->value_cache, whole->value_cache));
+  }
+}
 
 TEST_CASE("the same spec gives the same bytes; another seed gives others") {
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {

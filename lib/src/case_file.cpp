@@ -616,7 +616,7 @@ Expected<Case> parse_case_file(std::span<const std::byte> bytes, std::shared_ptr
   return c;
 }
 
-Status save_case_file(const Case& c, const std::filesystem::path& path) {
+Status save_case_file(const Case& c, const std::filesystem::path& path, const LazyTensors* lazy) {
   const std::string where = path.string();
   const auto num_seqs = static_cast<std::int64_t>(c.seq_lens.size());
   if (static_cast<std::int64_t>(c.table.page_indptr.size()) != num_seqs + 1)
@@ -666,7 +666,7 @@ Status save_case_file(const Case& c, const std::filesystem::path& path) {
   if (c.recorded_output) tensors["output"] = *c.recorded_output;
   if (c.recorded_lse) tensors["lse"] = *c.recorded_lse;
 
-  return write_safetensors(path, tensors, format_params(c.params));
+  return write_safetensors(path, tensors, format_params(c.params), lazy);
 }
 
 }  // namespace pagecheck

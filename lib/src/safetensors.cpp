@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <thread>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -481,9 +485,151 @@ Expected<SafetensorsFile> read_safetensors(const std::filesystem::path& path) {
   return file;
 }
 
+namespace {
+
+// The writer's file: plain writes (header, tensors in memory) and, for lazy
+// tensors, chunks made by several threads and written where they go. A chunk
+// is written through a second, O_DIRECT descriptor for its whole aligned
+// pieces (4 KiB, or the file system's block when larger: the disk reads the
+// thread's buffer, and gigabytes never pass through the page cache, whose
+// fresh pages cost a fault each on a virtual machine) and plainly for the
+// partial pieces at its ends; each piece of the file is written one way only.
+// Where O_DIRECT is refused (by the open or by a write) everything from there
+// on is written plainly.
+class FileWriter {
+ public:
+
+  Status open(const std::filesystem::path& file) {
+    fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd_ < 0) return runtime_error(fmt::format("cannot create: {}", std::strerror(errno)), file.string());
+    path_ = file;
+    return {};
+  }
+  bool write_plain(std::uint64_t offset, const void* data, std::size_t n) { return write_all(fd_, offset, data, n); }
+
+  bool write_lazy(const LazyTensors& lazy, const std::vector<std::uint64_t>& offsets,
+                  const std::map<std::string, Tensor>& tensors, std::uint64_t file_size) {
+    // The final size first: chunk writes land inside the file in any order.
+    if (::ftruncate(fd_, static_cast<off_t>(file_size)) != 0) return fail(errno);
+    struct stat st {};
+    if (::fstat(fd_, &st) == 0 && st.st_blksize > 0) align_ = std::max<std::size_t>(align_, static_cast<std::size_t>(st.st_blksize));
+    const bool power_of_two = (align_ & (align_ - 1)) == 0 && align_ <= (std::size_t{1} << 20);
+    if (std::getenv("PAGECHECK_NO_DIRECT_IO") == nullptr && power_of_two)
+      direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    std::vector<std::uint64_t> nbytes;
+    for (const auto& name : lazy.names) nbytes.push_back(tensors.at(name).nbytes);
+    const std::int64_t cores = std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+    const std::int64_t threads =
+        std::clamp<std::int64_t>(lazy.threads > 0 ? lazy.threads : std::min<std::int64_t>(cores, 32) + 1, 1, lazy.chunks);
+    std::atomic<std::int64_t> next{0};
+    auto work = [&] {
+      // Per tensor: the chunk plus a piece before it, so that the chunk's
+      // first whole file piece sits on an aligned address.
+      std::vector<std::unique_ptr<std::byte, decltype(&std::free)>> buffers;
+      std::vector<std::byte*> out(lazy.names.size());
+      for (auto bytes : lazy.chunk_bytes) {
+        void* p = std::aligned_alloc(align_, (bytes + 3 * align_ - 1) / align_ * align_);
+        if (p == nullptr) return (void)fail(ENOMEM);
+        buffers.emplace_back(static_cast<std::byte*>(p), &std::free);
+      }
+      for (std::int64_t chunk = next++; chunk < lazy.chunks && !failed_; chunk = next++) {
+        for (std::size_t k = 0; k < out.size(); ++k) {
+          const std::uint64_t at = offsets[k] + static_cast<std::uint64_t>(chunk) * lazy.chunk_bytes[k];
+          out[k] = buffers[k].get() + at % align_;
+        }
+        lazy.fill(chunk, out.data());
+        for (std::size_t k = 0; k < out.size(); ++k) {
+          const std::uint64_t begin = static_cast<std::uint64_t>(chunk) * lazy.chunk_bytes[k];
+          const std::uint64_t end = std::min<std::uint64_t>(nbytes[k], begin + lazy.chunk_bytes[k]);
+          if (begin < end && !write_chunk(offsets[k] + begin, out[k], end - begin)) return;
+        }
+      }
+    };
+    std::vector<std::thread> pool;
+    for (std::int64_t t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(work);
+      } catch (const std::system_error&) {
+        break;  // fewer threads: the others take the chunks
+      }
+    }
+    work();
+    for (auto& t : pool) t.join();
+    return !failed_;
+  }
+
+  bool close() {
+    bool ok = true;
+    if (direct_fd_ >= 0 && ::close(direct_fd_) != 0) ok = fail(errno);
+    if (fd_ >= 0 && ::close(fd_) != 0) ok = fail(errno);
+    direct_fd_ = fd_ = -1;
+    return ok && !failed_;
+  }
+  int error() const { return error_; }
+  ~FileWriter() {
+    if (direct_fd_ >= 0) ::close(direct_fd_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  bool fail(int e) {
+    if (!failed_.exchange(true)) error_ = e == 0 ? EIO : e;
+    return false;
+  }
+  bool write_all(int fd, std::uint64_t offset, const void* data, std::size_t n) {
+    const auto* p = static_cast<const std::byte*>(data);
+    while (n > 0) {
+      const ssize_t done = ::pwrite(fd, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<off_t>(offset));
+      if (done < 0 && errno == EINTR) continue;
+      if (done <= 0) return fd == direct_fd_ ? false : fail(done < 0 ? errno : EIO);
+      p += done, offset += static_cast<std::uint64_t>(done), n -= static_cast<std::size_t>(done);
+    }
+    return true;
+  }
+  // Bytes [offset, offset + n) of the file from `data`, where data + (the
+  // first multiple of align_ at or after offset) - offset is aligned.
+  bool write_chunk(std::uint64_t offset, const std::byte* data, std::size_t n) {
+    const std::uint64_t end = offset + n;
+    const std::uint64_t first = (offset + align_ - 1) / align_ * align_, last = end / align_ * align_;
+    if (direct_ok_ && direct_fd_ >= 0 && first < last) {
+      if (write_all(direct_fd_, first, data + (first - offset), last - first)) {
+        return write_plain(offset, data, first - offset) && write_plain(last, data + (last - offset), end - last);
+      }
+      direct_ok_ = false;  // refused (EINVAL and friends): plainly from here on, this piece included
+    }
+    return write_plain(offset, data, n);
+  }
+
+  std::filesystem::path path_;
+  int fd_ = -1, direct_fd_ = -1;
+  std::size_t align_ = 4096;
+  std::atomic<bool> direct_ok_{true};
+  std::atomic<bool> failed_{false};
+  int error_ = 0;
+};
+
+}  // namespace
+
 Status write_safetensors(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+                         const std::map<std::string, std::string>& metadata, const LazyTensors* lazy) {
   const std::string where = path.string();
+  const auto is_lazy = [lazy](const std::string& name) {
+    return lazy != nullptr && std::find(lazy->names.begin(), lazy->names.end(), name) != lazy->names.end();
+  };
+  if (lazy != nullptr) {
+    if (lazy->chunk_bytes.size() != lazy->names.size() || !lazy->fill || lazy->chunks < 0)
+      return invalid_input("lazy tensors need one chunk size per name and a fill function", where);
+    for (std::size_t k = 0; k < lazy->names.size(); ++k) {
+      const auto found = tensors.find(lazy->names[k]);
+      if (found == tensors.end()) return invalid_input(fmt::format("lazy tensor '{}' is not among the tensors", lazy->names[k]), where);
+      const std::uint64_t nbytes = found->second.nbytes, chunk = lazy->chunk_bytes[k];
+      const auto chunks = static_cast<std::uint64_t>(lazy->chunks);
+      if (chunk * chunks < nbytes || (nbytes > 0 && chunk * (chunks - 1) >= nbytes))
+        return invalid_input(fmt::format("lazy tensor '{}': {} chunks of {} bytes do not cover its {} bytes exactly",
+                                         lazy->names[k], chunks, chunk, nbytes),
+                             where);
+    }
+  }
   // Largest element size first, then by name: with the header padded to 8
   // bytes every tensor starts aligned to its element size (what the
   // reference writer does too).
@@ -505,7 +651,7 @@ Status write_safetensors(const std::filesystem::path& path, const std::map<std::
       return invalid_input(fmt::format("tensor '{}' holds {} bytes but {} needs {}", name, t.nbytes, t.describe(),
                                        expected),
                            where);
-    if (t.nbytes > 0 && t.data == nullptr)
+    if (t.nbytes > 0 && t.data == nullptr && !is_lazy(name))
       return invalid_input(fmt::format("tensor '{}' has no data", name), where);
     order.push_back(&item);
   }
@@ -545,19 +691,30 @@ Status write_safetensors(const std::filesystem::path& path, const std::map<std::
   // half-written case file under the real name.
   std::filesystem::path temp = path;
   temp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  std::FILE* out = std::fopen(temp.c_str(), "wb");
-  if (out == nullptr) return runtime_error(fmt::format("cannot create: {}", std::strerror(errno)), temp.string());
-  bool ok = std::fwrite(length, 1, 8, out) == 8 && std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  FileWriter out;
+  if (const Status opened = out.open(temp); !opened.ok()) return opened;
+  const std::uint64_t data_start = 8 + text.size();
+  std::uint64_t position = 0;
+  bool ok = out.write_plain(0, length, 8) && out.write_plain(8, text.data(), text.size());
+  std::vector<std::uint64_t> lazy_offsets(lazy ? lazy->names.size() : 0);
+  position = data_start;
   for (const auto* item : order) {
     if (!ok) break;
     const Tensor& t = item->second;
-    if (t.nbytes > 0) ok = std::fwrite(t.data, 1, t.nbytes, out) == t.nbytes;
+    if (is_lazy(item->first)) {
+      const auto k = static_cast<std::size_t>(
+          std::find(lazy->names.begin(), lazy->names.end(), item->first) - lazy->names.begin());
+      lazy_offsets[k] = position;
+    } else if (t.nbytes > 0) {
+      ok = out.write_plain(position, t.data, t.nbytes);
+    }
+    position += t.nbytes;
   }
-  const int write_errno = errno;
-  if (std::fclose(out) != 0) ok = false;
+  if (ok && lazy != nullptr && lazy->chunks > 0) ok = out.write_lazy(*lazy, lazy_offsets, tensors, position);
+  ok = out.close() && ok;
   if (!ok) {
     std::remove(temp.c_str());
-    return runtime_error(fmt::format("write failed: {}", std::strerror(write_errno)), where);
+    return runtime_error(fmt::format("write failed: {}", std::strerror(out.error())), where);
   }
   std::error_code ec;
   std::filesystem::rename(temp, path, ec);

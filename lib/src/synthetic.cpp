@@ -20,7 +20,12 @@
 // (one draw, one compare and one multiply for 98.8% of the values), rows are
 // stored with one dtype switch per row, and each byte of the pool is written
 // once, block by block, instead of a NaN pass over the whole pool before the
-// values.
+// values. In memory (generate_case) a poisoned pool is a copy-on-write NaN
+// mapping, so only the used slots cost memory; pagecheck gen
+// (generate_case_lazy) never holds the caches: a CacheFiller makes them chunk
+// by chunk while the file is written, since on the project's VM first-touched
+// memory (4 KiB faults, fresh page-cache pages) cost more than the values
+// themselves (docs/synthetic.md, "Generation speed").
 #include "pagecheck/synthetic.hpp"
 
 #include <sys/mman.h>
@@ -332,6 +337,17 @@ Tensor uninitialised_tensor(DType dtype, std::vector<std::int64_t> shape) {
   return t;
 }
 
+// A tensor of `shape` with no bytes yet (a lazily filled cache).
+Tensor unfilled_tensor(DType dtype, std::vector<std::int64_t> shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  Tensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.nbytes = static_cast<std::size_t>(n) * dtype_size(dtype);
+  return t;
+}
+
 // The NaN pattern of `dtype` (fp8: the code 0x7F, NaN in both E4M3 "fn" and
 // E5M2) over `bytes` bytes, `bytes` a multiple of 4.
 void fill_nan_bytes(DType dtype, std::byte* data, std::size_t bytes) {
@@ -449,15 +465,15 @@ class Fp8Encoder {
   float value_[128] = {};
 };
 
-// Stores rows of values into one tensor, rounding as store_element does, with
-// one dtype switch per row.
+// Stores rows of values as elements of one dtype, rounding as store_element
+// does, with one dtype switch per row.
 class RowStore {
  public:
-  explicit RowStore(Tensor& t) : dtype_(t.dtype), data_(t.mutable_data()), fp8_(is_fp8(t.dtype) ? t.dtype : DType::F8_E4M3) {}
-  // Elements [offset, offset + n) from values[0, n).
-  void operator()(std::int64_t offset, const float* values, std::int64_t n) const {
+  explicit RowStore(DType dtype = DType::F32) : dtype_(dtype), fp8_(is_fp8(dtype) ? dtype : DType::F8_E4M3) {}
+  // Elements [offset, offset + n) of `data` from values[0, n).
+  void operator()(std::byte* data, std::int64_t offset, const float* values, std::int64_t n) const {
     switch (dtype_) {
-      case DType::F32: std::memcpy(data_ + offset * 4, values, static_cast<std::size_t>(n) * 4); return;
+      case DType::F32: std::memcpy(data + offset * 4, values, static_cast<std::size_t>(n) * 4); return;
       case DType::BF16: {
         // In chunks through a local buffer: a loop the compiler vectorises,
         // one memcpy out.
@@ -465,23 +481,23 @@ class RowStore {
         for (std::int64_t done = 0; done < n; done += 256) {
           const std::int64_t count = std::min<std::int64_t>(256, n - done);
           for (std::int64_t k = 0; k < count; ++k) bits[k] = bf16_bits(values[done + k]);
-          std::memcpy(data_ + (offset + done) * 2, bits, static_cast<std::size_t>(count) * 2);
+          std::memcpy(data + (offset + done) * 2, bits, static_cast<std::size_t>(count) * 2);
         }
         return;
       }
       case DType::F16:
         for (std::int64_t k = 0; k < n; ++k) {
           const std::uint16_t bits = float_to_f16(values[k]);
-          std::memcpy(data_ + (offset + k) * 2, &bits, 2);
+          std::memcpy(data + (offset + k) * 2, &bits, 2);
         }
         return;
       case DType::F8_E4M3:
       case DType::F8_E5M2:
-        for (std::int64_t k = 0; k < n; ++k) data_[offset + k] = static_cast<std::byte>(fp8_(values[k]));
+        for (std::int64_t k = 0; k < n; ++k) data[offset + k] = static_cast<std::byte>(fp8_(values[k]));
         return;
       default:
         for (std::int64_t k = 0; k < n; ++k)
-          store_element(dtype_, data_, static_cast<std::size_t>(offset + k), values[k]);
+          store_element(dtype_, data, static_cast<std::size_t>(offset + k), values[k]);
         return;
     }
   }
@@ -498,8 +514,80 @@ class RowStore {
   }
 
   DType dtype_;
-  std::byte* data_;
   Fp8Encoder fp8_;
+};
+
+// The bytes of the KV caches, block by block: NaN (or stale values without
+// poison) in every slot, and for a block that backs a logical page the real
+// K/V of its used slots, from that page's own engine (so any block range can
+// be made on its own, on any thread, with the same bytes).
+struct CacheFiller {
+  std::uint64_t seed = 0;
+  DType kv_dtype = DType::BF16;
+  bool poison_unused = true;
+  bool sink_profile = false;
+  double k_scale = 1.0;
+  std::int64_t kv_heads = 0, dk = 0, dv = 0;
+  CacheStrides key_strides{}, value_strides{};
+  std::vector<std::int64_t> page_used_slots;
+  std::vector<std::int64_t> logical_of_block;  // physical block -> logical page, -1 when unreferenced
+  std::vector<bool> holds_first_token;
+  std::vector<double> key_factor;
+  double value_factor = 1.0;
+  std::vector<std::vector<double>> sink_direction;
+  double sink_amplitude = 0;
+  RowStore store;
+
+  std::int64_t key_block_bytes() const { return key_strides.block * static_cast<std::int64_t>(dtype_size(kv_dtype)); }
+  std::int64_t value_block_bytes() const { return value_strides.block * static_cast<std::int64_t>(dtype_size(kv_dtype)); }
+
+  // Blocks [begin, end) into key (key_block_bytes() each) and value. With
+  // `already_nan` the destination reads NaN already (the copy-on-write pool)
+  // and only the used slots are written.
+  void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value, bool already_nan) const {
+    std::vector<float> row;
+    for (std::int64_t b = begin; b < end; ++b) {
+      std::byte* const key_block = key + (b - begin) * key_block_bytes();
+      std::byte* const value_block = value + (b - begin) * value_block_bytes();
+      if (!already_nan) poison_block(b, key_block, value_block, row);
+      if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], key_block, value_block, row);
+    }
+  }
+
+ private:
+  void poison_block(std::int64_t block, std::byte* key, std::byte* value, std::vector<float>& row) const {
+    for (const bool is_key : {true, false}) {
+      const std::int64_t per_block = is_key ? key_strides.block : value_strides.block;
+      std::byte* const data = is_key ? key : value;
+      if (poison_unused) {
+        fill_nan(kv_dtype, data, 0, per_block);
+        continue;
+      }
+      ValueRandom stale(stream_seed(seed, is_key ? Stream::StaleKey : Stream::StaleValue, block));
+      row.resize(static_cast<std::size_t>(per_block));
+      stale.normals(row.data(), per_block, [](std::int64_t) { return 1.0; });
+      store(data, 0, row.data(), per_block);
+    }
+  }
+  // Logical page p into its block, with its own engine.
+  void fill_page(std::int64_t p, std::byte* key, std::byte* value, std::vector<float>& row) const {
+    ValueRandom page_rng(stream_seed(seed, Stream::Page, p));
+    row.resize(static_cast<std::size_t>(std::max(dk, dv)));
+    const double* const factors = key_factor.data();
+    const double v_factor = value_factor;
+    for (std::int64_t slot = 0; slot < page_used_slots[p]; ++slot) {
+      const bool sink = sink_profile && slot == 0 && holds_first_token[p];
+      for (std::int64_t h = 0; h < kv_heads; ++h) {
+        page_rng.normals(row.data(), dk, [factors](std::int64_t d) { return factors[d]; });
+        if (sink)  // the draws are made all the same: the engine's position does not depend on the profile
+          for (std::int64_t d = 0; d < dk; ++d)
+            row[d] = static_cast<float>(stored_value(sink_amplitude * sink_direction[h][d], k_scale));
+        store(key, slot * key_strides.slot + h * key_strides.head, row.data(), dk);
+        page_rng.normals(row.data(), dv, [v_factor](std::int64_t) { return v_factor; });
+        store(value, slot * value_strides.slot + h * value_strides.head, row.data(), dv);
+      }
+    }
+  }
 };
 
 Expected<std::int64_t> checked_bytes(std::initializer_list<std::int64_t> dims, DType dtype, const std::string& what) {
@@ -610,7 +698,11 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
   };
 }
 
-Expected<Case> generate_case(const SyntheticSpec& spec) {
+namespace {
+
+// Everything but the caches' bytes: the Case with data-less key_cache and
+// value_cache tensors, and the filler that makes those bytes.
+Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(const SyntheticSpec& spec) {
   PC_TRY(check_spec(spec));
   {
     // Before anything is allocated: the largest the batch can be, from the
@@ -757,87 +849,46 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   // a query holding kQueryAlignment * direction (|direction|^2 ~ dk).
   const double sink_amplitude = kSinkLogit / (kQueryAlignment * static_cast<double>(dk) * scale);
 
-  // 7. The caches, one physical block at a time, each byte written once: the
-  // whole block poisoned (NaN, or stale random values without poison), then,
-  // for a block that backs a logical page, real K/V in its used slots.
+  // 7. The caches' shapes; their bytes come from a CacheFiller, block by
+  // block (generate_case below fills them in memory, pagecheck gen while
+  // writing the file).
   const auto cache_shape = [&](std::int64_t dim) {
     return spec.layout == KvLayout::NHD ? std::vector<std::int64_t>{num_blocks, block_size, kv_heads, dim}
                                         : std::vector<std::int64_t>{num_blocks, kv_heads, block_size, dim};
   };
-  bool poisoned = false;  // the caches already read NaN everywhere
-  if (spec.poison_unused) {
-    auto key = nan_pool_tensor(spec.kv_dtype, cache_shape(dk));
-    auto value = key ? nan_pool_tensor(spec.kv_dtype, cache_shape(dv)) : std::nullopt;
-    if (key && value) {
-      c.key_cache = std::move(*key);
-      c.value_cache = std::move(*value);
-      poisoned = true;
-    }
-  }
-  if (!poisoned) {
-    c.key_cache = uninitialised_tensor(spec.kv_dtype, cache_shape(dk));
-    c.value_cache = uninitialised_tensor(spec.kv_dtype, cache_shape(dv));
-  }
-  const RowStore store_key(c.key_cache), store_value(c.value_cache);
-  const CacheStrides key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
-  const CacheStrides value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
-  std::vector<std::int64_t> logical_of_block(static_cast<std::size_t>(num_blocks), -1);
-  for (std::int64_t p = 0; p < pages_needed; ++p) logical_of_block[pool[p]] = p;
+  auto filler = std::make_shared<CacheFiller>();
+  CacheFiller& f = *filler;
+  f.seed = spec.seed;
+  f.kv_dtype = spec.kv_dtype;
+  f.poison_unused = spec.poison_unused;
+  f.sink_profile = spec.profile == ValueProfile::LlmLike;
+  f.k_scale = spec.k_scale;
+  f.kv_heads = kv_heads;
+  f.dk = dk;
+  f.dv = dv;
+  f.key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
+  f.value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
+  f.page_used_slots = page_used_slots;
+  f.logical_of_block.assign(static_cast<std::size_t>(num_blocks), -1);
+  for (std::int64_t p = 0; p < pages_needed; ++p) f.logical_of_block[pool[p]] = p;
   // A logical page's first sequence position, to find each sequence's token 0.
-  std::vector<bool> holds_first_token(pages_needed, false);
-  for (std::int64_t s = 0; s < num_seqs; ++s) holds_first_token[logical[s][0]] = true;
-
-  auto poison_block = [&](std::int64_t block, std::vector<float>& row) {
-    for (Tensor* t : {&c.key_cache, &c.value_cache}) {
-      const std::int64_t per_block = t == &c.key_cache ? key_strides.block : value_strides.block;
-      if (poisoned) continue;
-      if (spec.poison_unused) {
-        fill_nan(t->dtype, t->mutable_data(), block * per_block, (block + 1) * per_block);
-        continue;
-      }
-      ValueRandom stale(stream_seed(spec.seed, t == &c.key_cache ? Stream::StaleKey : Stream::StaleValue, block));
-      row.resize(static_cast<std::size_t>(per_block));
-      stale.normals(row.data(), per_block, [](std::int64_t) { return 1.0; });
-      (t == &c.key_cache ? store_key : store_value)(block * per_block, row.data(), per_block);
-    }
-  };
+  f.holds_first_token.assign(pages_needed, false);
+  for (std::int64_t s = 0; s < num_seqs; ++s) f.holds_first_token[logical[s][0]] = true;
   // Stored key d = normal * key_factor[d] (magnitude, outlier channel,
   // 1 / k_scale); stored value = normal / v_scale.
-  std::vector<double> key_factor(static_cast<std::size_t>(dk));
+  f.key_factor.resize(static_cast<std::size_t>(dk));
   for (std::int64_t d = 0; d < dk; ++d)
-    key_factor[d] = stored_value(magnitude * (outlier_channel[d] ? kOutlierMagnitude : 1.0), spec.k_scale);
-  const double value_factor = stored_value(1.0, spec.v_scale);
-  auto fill_page = [&](std::int64_t p, std::vector<float>& row) {  // logical page p, with its own engine
-    ValueRandom page_rng(stream_seed(spec.seed, Stream::Page, p));
-    const std::int64_t page = pool[p];
-    row.resize(static_cast<std::size_t>(std::max(dk, dv)));
-    for (std::int64_t slot = 0; slot < page_used_slots[p]; ++slot) {
-      const bool sink = spec.profile == ValueProfile::LlmLike && slot == 0 && holds_first_token[p];
-      for (std::int64_t h = 0; h < kv_heads; ++h) {
-        const double* const factors = key_factor.data();
-        page_rng.normals(row.data(), dk, [factors](std::int64_t d) { return factors[d]; });
-        if (sink)  // the draws are made all the same: the engine's position does not depend on the profile
-          for (std::int64_t d = 0; d < dk; ++d)
-            row[d] = static_cast<float>(stored_value(sink_amplitude * sink_direction[h][d], spec.k_scale));
-        store_key(page * key_strides.block + slot * key_strides.slot + h * key_strides.head, row.data(), dk);
-        page_rng.normals(row.data(), dv, [value_factor](std::int64_t) { return value_factor; });
-        store_value(page * value_strides.block + slot * value_strides.slot + h * value_strides.head, row.data(), dv);
-      }
-    }
-  };
-  const std::int64_t block_elements = block_size * kv_heads * (dk + dv);
-  parallel_for(num_blocks, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / block_elements),
-               [&](std::int64_t begin, std::int64_t end) {
-                 std::vector<float> row;
-                 for (std::int64_t b = begin; b < end; ++b) {
-                   poison_block(b, row);  // nothing to do on a NaN pool
-                   if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], row);
-                 }
-               });
+    f.key_factor[d] = stored_value(magnitude * (outlier_channel[d] ? kOutlierMagnitude : 1.0), spec.k_scale);
+  f.value_factor = stored_value(1.0, spec.v_scale);
+  f.sink_direction = sink_direction;
+  f.sink_amplitude = sink_amplitude;
+  f.store = RowStore(spec.kv_dtype);
+  c.key_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dk));
+  c.value_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dv));
 
   // 8. Queries [num_tokens, q_heads, dk], each token with its own engine.
   c.query = uninitialised_tensor(spec.query_dtype, {num_tokens, q_heads, dk});
-  const RowStore store_query(c.query);
+  const RowStore store_query(c.query.dtype);
   parallel_for(num_tokens, std::max<std::int64_t>(1, (std::int64_t{1} << 18) / (q_heads * dk)),
                [&](std::int64_t begin, std::int64_t end) {
                  std::vector<float> row(static_cast<std::size_t>(dk));
@@ -848,11 +899,80 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
                      if (spec.profile == ValueProfile::LlmLike)
                        for (std::int64_t d = 0; d < dk; ++d)
                          row[d] = static_cast<float>(row[d] + kQueryAlignment * sink_direction[h / group][d]);
-                     store_query((t * q_heads + h) * dk, row.data(), dk);
+                     store_query(c.query.mutable_data(), (t * q_heads + h) * dk, row.data(), dk);
                    }
                  }
                });
+  return std::pair<Case, std::shared_ptr<const CacheFiller>>(std::move(c), std::move(filler));
+}
+
+}  // namespace
+
+Expected<Case> generate_case(const SyntheticSpec& spec) {
+  auto made = generate_unfilled(spec);
+  if (!made.ok()) return made.error();
+  Case c = std::move(made->first);
+  const CacheFiller& filler = *made->second;
+  // A poisoned pool in memory is the copy-on-write NaN pool, so only the
+  // used slots are written (and cost memory); else every byte is written
+  // once, block by block.
+  bool poisoned = false;  // the caches already read NaN everywhere
+  if (spec.poison_unused) {
+    auto key = nan_pool_tensor(c.key_cache.dtype, c.key_cache.shape);
+    auto value = key ? nan_pool_tensor(c.value_cache.dtype, c.value_cache.shape) : std::nullopt;
+    if (key && value) {
+      c.key_cache = std::move(*key);
+      c.value_cache = std::move(*value);
+      poisoned = true;
+    }
+  }
+  if (!poisoned) {
+    c.key_cache = uninitialised_tensor(c.key_cache.dtype, c.key_cache.shape);
+    c.value_cache = uninitialised_tensor(c.value_cache.dtype, c.value_cache.shape);
+  }
+  std::byte* const key = c.key_cache.mutable_data();
+  std::byte* const value = c.value_cache.mutable_data();
+  const std::int64_t key_block = filler.key_block_bytes(), value_block = filler.value_block_bytes();
+  const std::int64_t block_bytes = std::max<std::int64_t>(1, key_block + value_block);
+  parallel_for(c.num_blocks(), std::max<std::int64_t>(1, (std::int64_t{1} << 19) / block_bytes),
+               [&](std::int64_t begin, std::int64_t end) {
+                 filler.fill_blocks(begin, end, key + begin * key_block, value + begin * value_block, poisoned);
+               });
   return c;
+}
+
+Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads, std::int64_t chunk_bytes) {
+  auto made = generate_unfilled(spec);
+  if (!made.ok()) return made.error();
+  LazySyntheticCase out;
+  out.c = std::move(made->first);
+  std::shared_ptr<const CacheFiller> filler = std::move(made->second);
+  // Threads: the cores plus one, at least 6, so that some make values while
+  // one waits on the disk: on the project's 2-core VM with other work on it,
+  // llama3-8b 64 x 8192 took 7.1-7.7 s on 6 threads, 8.3-11.7 s on 2-4. The
+  // default chunk, 32 MiB of keys and values (16 MiB writes), took 8.0-9.4 s
+  // where 8 MiB chunks took 9.7-11.0 (docs/synthetic.md). Each thread holds
+  // one chunk; all of them together at most 256 MiB.
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::clamp(cores + 1, 6, 33);
+  }
+  chunk_bytes = std::min<std::int64_t>(chunk_bytes, (std::int64_t{256} << 20) / threads);
+  const std::int64_t key_block = filler->key_block_bytes(), value_block = filler->value_block_bytes();
+  const std::int64_t num_blocks = out.c.num_blocks();
+  const std::int64_t blocks_per_chunk =
+      std::clamp<std::int64_t>(chunk_bytes / std::max<std::int64_t>(1, key_block + value_block), 1,
+                               std::max<std::int64_t>(num_blocks, 1));
+  out.caches.names = {"key_cache", "value_cache"};
+  out.caches.chunk_bytes = {static_cast<std::size_t>(blocks_per_chunk * key_block),
+                            static_cast<std::size_t>(blocks_per_chunk * value_block)};
+  out.caches.chunks = (num_blocks + blocks_per_chunk - 1) / blocks_per_chunk;
+  out.caches.threads = threads;
+  out.caches.fill = [filler, blocks_per_chunk, num_blocks](std::int64_t chunk, std::byte* const* bytes) {
+    const std::int64_t begin = chunk * blocks_per_chunk, end = std::min(num_blocks, begin + blocks_per_chunk);
+    filler->fill_blocks(begin, end, bytes[0], bytes[1], false);
+  };
+  return out;
 }
 
 // --- presets ----------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "pagecheck/case.hpp"
+#include "pagecheck/safetensors.hpp"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck {
@@ -18,6 +19,7 @@ Expected<Case> load_case_file(const std::filesystem::path& path);
 // `owner` keeps them alive for the tensors' views (nullptr: the caller does).
 Expected<Case> parse_case_file(std::span<const std::byte> bytes, std::shared_ptr<const void> owner, std::string name);
 // Writes the case in the table form it carries; recorded output/LSE if set.
-Status save_case_file(const Case& c, const std::filesystem::path& path);
+// With `lazy`, the tensors it names are made while writing (generate_case_lazy).
+Status save_case_file(const Case& c, const std::filesystem::path& path, const LazyTensors* lazy = nullptr);
 
 }  // namespace pagecheck

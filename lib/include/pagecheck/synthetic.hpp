@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pagecheck/case.hpp"
+#include "pagecheck/safetensors.hpp"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck {
@@ -77,6 +78,21 @@ struct SyntheticSpec {
 };
 
 Expected<Case> generate_case(const SyntheticSpec& spec);
+
+// The same case without its KV caches in memory, for writing it straight to
+// a file (pagecheck gen): `c` holds the table, lengths, query and parameters,
+// and key_cache/value_cache with their dtype and shape but no data;
+// `caches` makes their bytes, exactly those generate_case puts there, chunk
+// by chunk while save_case_file writes (on `threads` threads, 0: the cores
+// plus one, at least 6; chunks of about `chunk_bytes` of keys and values, at
+// least one block, at most 256 MiB over all threads).
+// Only validate_case(c, ValueScan::Skip) applies to `c` as it is.
+struct LazySyntheticCase {
+  Case c;
+  LazyTensors caches;
+};
+Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads = 0,
+                                               std::int64_t chunk_bytes = std::int64_t{32} << 20);
 
 // The checks generate_case makes before it allocates anything: a spec that
 // passes is one the generator accepts (a usage error names the field).

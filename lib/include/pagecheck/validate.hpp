@@ -16,7 +16,11 @@ struct ValidationReport {
   bool ok() const { return errors.empty(); }
 };
 
-ValidationReport validate_case(const Case& c);
+// Skip: no pass 5 (the values), and key_cache/value_cache may hold no data
+// yet (a generated case written straight to a file, generate_case_lazy,
+// whose values are finite by construction).
+enum class ValueScan { Scan, Skip };
+ValidationReport validate_case(const Case& c, ValueScan values = ValueScan::Scan);
 
 // OK when the report has no errors; else InvalidInput whose message lists
 // every error (warnings are not included).
