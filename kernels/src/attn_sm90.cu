@@ -51,6 +51,12 @@
 //      CTA's 168 x 384 allocation never has. Not yet explained why the
 //      overlap loses; candidates: the producer's 56 registers, the third K
 //      stage's wait order, two wgmma groups in flight per warpgroup.
+//   Profile of v3 (ncu, 2026-12-03, docs/performance.md "Issue 10"): at
+//      8 x 2048 the tensor pipe is busy 32% of the time, 38.5% of issue slots
+//      are used with 0.6 of 3 warps eligible per scheduler; stalls per issued
+//      instruction: long scoreboard 1.58, wait 1.57, barrier 0.87, short
+//      scoreboard 0.50, gmma only 0.25: each consumer warpgroup's softmax
+//      runs with none of its GEMMs in flight.
 //   What remains toward cuDNN (474-617 TFLOP/s at these shapes): the above,
 //   understood and made to pay; TMA copies of whole pages; a persistent grid
 //   for short sequences (16 x 512 is prologue bound: two key tiles per CTA

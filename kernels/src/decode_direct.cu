@@ -28,6 +28,10 @@
 //   at 4230 vs 3817 GB/s on an earlier machine, so part of that is the
 //   machine). ncu (64 x 4096): DRAM 81% of peak, 3.92 TB/s, issue slots
 //   71% busy, 13.6 of 16 warps active.
+// - Profile, 2026-12-03 (ncu, 64 x 4096): DRAM 79.6%, issue slots 68% busy,
+//   stalls led by "not selected" (1.53 cycles per instruction) and math pipe
+//   throttle (0.51): bound by instructions per byte on the CUDA cores, so
+//   deeper pipelines (stages 4-6, 16 loads per stage) lost 1-13% there.
 // - The reduce-scatter (instead of a butterfly all-reduce of all 16 partial
 //   dot products) halves the shuffles; it is a compile-time recursion: the
 //   first loop form put the partials in local memory (64-byte stack frame).
