@@ -405,7 +405,9 @@ std::string roofline_section(const RunReport& report) {
   s += "<g clip-path=\"url(#roofline-plot)\">\n";
   // A bandwidth ceiling: FLOP/s = intensity x bytes/s, up to the matrix peak.
   const double x_min = std::pow(10.0, dx_lo), x_max = std::pow(10.0, dx_hi);
-  const auto ceiling = [&](double bw, std::string_view dash, std::string_view label) {
+  // The read and copy ceilings lie a few percent apart: one label above its
+  // line, the other below, or they print over each other.
+  const auto ceiling = [&](double bw, std::string_view dash, std::string_view label, bool label_below) {
     if (!(bw > 0)) return;
     const double ridge = peak > 0 ? peak / bw : x_max;
     const double x_end = std::min(ridge, x_max);
@@ -414,10 +416,10 @@ std::string roofline_section(const RunReport& report) {
                      px(x_min), py(x_min * bw), px(x_end), py(x_end * bw),
                      dash.empty() ? "" : fmt::format(" stroke-dasharray=\"{}\"", dash), label);
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" fill=\"#444\">{}</text>\n", px(x_min) + 4,
-                     py(x_min * bw) - 4, label);
+                     py(x_min * bw) + (label_below ? 12 : -4), label);
   };
-  ceiling(read_bw, "", fmt::format("read {} GB/s", num(read_bw / 1e9)));
-  ceiling(copy_bw, "5 3", fmt::format("copy {} GB/s", num(copy_bw / 1e9)));
+  ceiling(read_bw, "", fmt::format("read {} GB/s", num(read_bw / 1e9)), false);
+  ceiling(copy_bw, "5 3", fmt::format("copy {} GB/s", num(copy_bw / 1e9)), true);
   if (peak > 0) {
     const double ridge = read_bw > 0 ? peak / read_bw : x_min;
     s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#444\" stroke-width=\"1.5\">"
