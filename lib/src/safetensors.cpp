@@ -31,6 +31,7 @@
 #include <string_view>
 
 #include "pagecheck/text.hpp"
+#include "pagecheck/threads.hpp"
 
 namespace pagecheck {
 
@@ -545,16 +546,7 @@ class FileWriter {
         }
       }
     };
-    std::vector<std::thread> pool;
-    for (std::int64_t t = 1; t < threads; ++t) {
-      try {
-        pool.emplace_back(work);
-      } catch (const std::system_error&) {
-        break;  // fewer threads: the others take the chunks
-      }
-    }
-    work();
-    for (auto& t : pool) t.join();
+    run_on_threads(threads, work);  // fewer threads than asked: the others take the chunks
     return !failed_;
   }
 

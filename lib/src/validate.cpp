@@ -30,6 +30,7 @@
 #include <unordered_map>
 
 #include "pagecheck/limits.hpp"
+#include "pagecheck/threads.hpp"
 
 namespace pagecheck {
 
@@ -473,16 +474,7 @@ void for_each_parallel(std::int64_t count, const Body& body) {
   auto work = [&] {
     for (std::int64_t s = next++; s < count; s = next++) body(s);
   };
-  std::vector<std::thread> threads;
-  for (std::int64_t w = 1; w < workers; ++w) {
-    try {
-      threads.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: the others take the work
-    }
-  }
-  work();
-  for (auto& t : threads) t.join();
+  run_on_threads(workers, work);
 }
 
 void check_values(const Case& c, Findings& warnings) {
