@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Device-side run of the decode-kernel experiments (kernels/src/dev/decode_probe.cu),
-# one call: the full probe's checks (fused merge, then PAGECHECK_SPLIT_MERGE=kernel),
-# the benchmark with both merges, each tile variant's benchmark (BF16 d128 builds,
+# one call: the full probe's checks and memcheck/racecheck on its small cases,
+# the benchmark (twice, around the variants), each tile variant's benchmark (BF16 d128 builds,
 # scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -D...), and ncu kernel times.
 # Build here (no GPU needed), then carry devbin:
 #   scripts/build_decode_probe.sh                                   -> devbin/decode_probe
@@ -19,23 +19,21 @@ run() {  # NAME TIMEOUT CMD...
   timeout "$limit" "$@" >"$out/$name.log" 2>&1
   echo "$name rc=$? ($((SECONDS - t0)) s)" | tee -a "$out/steps.txt"
 }
-run check_fused 150 devbin/decode_probe check
-run check_kernel 150 env PAGECHECK_SPLIT_MERGE=kernel devbin/decode_probe check
+run check 150 devbin/decode_probe check
 run small_memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 devbin/decode_probe small
 run small_racecheck 120 compute-sanitizer --tool racecheck --error-exitcode 9 devbin/decode_probe small
-run bench_fused 90 devbin/decode_probe bench4
-run bench_kernel 90 env PAGECHECK_SPLIT_MERGE=kernel devbin/decode_probe bench4
+run bench_probe 90 devbin/decode_probe bench4
 for v in devbin/probe_*; do
   [ -x "$v" ] || continue
   run "bench_$(basename "$v")" 90 "$v" bench4
 done
-run bench_fused_again 90 devbin/decode_probe bench4
+run bench_probe_again 90 devbin/decode_probe bench4
 run ncu 150 ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy \
   --section WarpStateStats devbin/decode_probe ncu1
 grep -E "Duration|DRAM Throughput|Memory Throughput|decode_|Registers Per|Achieved Occupancy|Theoretical Occ" \
   "$out/ncu.log" | sed 's/  */ /g' | head -60 >"$out/ncu_summary.txt"
 echo "== checks"
-for f in check_fused check_kernel small_memcheck small_racecheck; do
+for f in check small_memcheck small_racecheck; do
   echo "-- $f: $(grep -E "RESULT|ERROR SUMMARY|RACECHECK SUMMARY" "$out/$f.log" | tail -2 | tr '\n' ' ')"
 done
 echo "== ncu"
