@@ -627,7 +627,8 @@ __device__ __forceinline__ float combine_warps(const float* merged, int h, int d
 
 // Writes the CTA's final output (times v_scale) and LSE for the heads of its
 // tile from the per-warp states attend_range left in shared memory: the end
-// of the direct kernel and of a sequence the auto plan attends whole.
+// of a sequence the auto plan attends whole. The direct kernel writes the
+// same loop out itself (decode_direct.cu says why).
 template <class T>
 __device__ __forceinline__ void store_final(const DecodeParams& p, const float* merged, std::int64_t seq,
                                             int kv_head, int tile) {
