@@ -147,21 +147,20 @@ int cmd_gen(const GenConfig& config) {
     return exit_code_for(c.error().code);
   }
   if (!validated(validate_case(*c))) return exit_code::kInvalidInput;
-  {
-    auto ref = reference_attention(*c, config.threads);
-    if (!ref.ok()) {
-      fmt::print(stderr, "pagecheck: {}\n", ref.error().describe());
-      return exit_code_for(ref.error().code);
-    }
-    // As a runtime would record it: rounded to the output dtype.
-    std::string dtype_text = config.output_dtype;
-    for (char& ch : dtype_text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    const DType out_dtype = parse_dtype(dtype_text).value_or(DType::F32);
-    c->recorded_output =
-        Tensor::from_doubles(out_dtype, {c->num_tokens(), c->q_heads(), c->v_head_dim()}, ref->output);
-    c->recorded_lse = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads()},
-                                                 std::vector<float>(ref->lse.begin(), ref->lse.end()));
+  // --with-output: the reference's output and LSE go into the file.
+  auto ref = reference_attention(*c, config.threads);
+  if (!ref.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", ref.error().describe());
+    return exit_code_for(ref.error().code);
   }
+  // As a runtime would record it: rounded to the output dtype.
+  std::string dtype_text = config.output_dtype;
+  for (char& ch : dtype_text) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  const DType out_dtype = parse_dtype(dtype_text).value_or(DType::F32);
+  c->recorded_output =
+      Tensor::from_doubles(out_dtype, {c->num_tokens(), c->q_heads(), c->v_head_dim()}, ref->output);
+  c->recorded_lse = Tensor::from_vector<float>(DType::F32, {c->num_tokens(), c->q_heads()},
+                                               std::vector<float>(ref->lse.begin(), ref->lse.end()));
   const Status saved = save_case_file(*c, config.output);
   if (!saved.ok()) {
     // The writer goes through a temporary file; the message names the file asked for.

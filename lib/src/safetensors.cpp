@@ -605,8 +605,11 @@ class FileWriter {
 Status write_safetensors(const std::filesystem::path& path, const std::map<std::string, Tensor>& tensors,
                          const std::map<std::string, std::string>& metadata, const LazyTensors* lazy) {
   const std::string where = path.string();
-  const auto is_lazy = [lazy](const std::string& name) {
-    return lazy != nullptr && std::find(lazy->names.begin(), lazy->names.end(), name) != lazy->names.end();
+  // Index of `name` among the lazy tensors, or -1.
+  const auto lazy_index = [lazy](const std::string& name) -> std::ptrdiff_t {
+    if (lazy == nullptr) return -1;
+    const auto found = std::find(lazy->names.begin(), lazy->names.end(), name);
+    return found == lazy->names.end() ? -1 : found - lazy->names.begin();
   };
   if (lazy != nullptr) {
     if (lazy->chunk_bytes.size() != lazy->names.size() || !lazy->fill || lazy->chunks < 0)
@@ -643,7 +646,7 @@ Status write_safetensors(const std::filesystem::path& path, const std::map<std::
       return invalid_input(fmt::format("tensor '{}' holds {} bytes but {} needs {}", name, t.nbytes, t.describe(),
                                        expected),
                            where);
-    if (t.nbytes > 0 && t.data == nullptr && !is_lazy(name))
+    if (t.nbytes > 0 && t.data == nullptr && lazy_index(name) < 0)
       return invalid_input(fmt::format("tensor '{}' has no data", name), where);
     order.push_back(&item);
   }
@@ -685,18 +688,14 @@ Status write_safetensors(const std::filesystem::path& path, const std::map<std::
   temp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
   FileWriter out;
   if (const Status opened = out.open(temp); !opened.ok()) return opened;
-  const std::uint64_t data_start = 8 + text.size();
-  std::uint64_t position = 0;
   bool ok = out.write_plain(0, length, 8) && out.write_plain(8, text.data(), text.size());
   std::vector<std::uint64_t> lazy_offsets(lazy ? lazy->names.size() : 0);
-  position = data_start;
+  std::uint64_t position = 8 + text.size();  // where the data starts
   for (const auto* item : order) {
     if (!ok) break;
     const Tensor& t = item->second;
-    if (is_lazy(item->first)) {
-      const auto k = static_cast<std::size_t>(
-          std::find(lazy->names.begin(), lazy->names.end(), item->first) - lazy->names.begin());
-      lazy_offsets[k] = position;
+    if (const std::ptrdiff_t k = lazy_index(item->first); k >= 0) {
+      lazy_offsets[static_cast<std::size_t>(k)] = position;
     } else if (t.nbytes > 0) {
       ok = out.write_plain(position, t.data, t.nbytes);
     }
