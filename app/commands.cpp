@@ -69,7 +69,7 @@ int cmd_run(const RunConfig& config, const Invocation& invocation) {
   if (wants_workers(config.exec)) return run_workers(config.exec, config.out, invocation);
   std::vector<CaseSource> sources;
   for (const auto& spec : *specs)
-    sources.push_back({spec.name, [spec]() { return generate_case(spec); }});
+    sources.push_back({spec.name, [spec]() { return generate_case_sourced(spec); }});
   return run_cases(sources, config.exec, config.out, invocation);
 }
 

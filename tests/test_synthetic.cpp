@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pagecheck/case_file.hpp"
+#include "pagecheck/limits.hpp"
 #include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
 #include "scratch_dir.hpp"
@@ -132,8 +133,11 @@ TEST_CASE("gen's lazily written file is generate_case's, byte for byte, on any t
           auto lazy = generate_case_lazy(spec, threads, chunk_bytes);
           REQUIRE(lazy.ok());
           CHECK(lazy->c.key_cache.data == nullptr);
+          CHECK_FALSE(lazy->c.caches_held());
           CHECK(validate_case(lazy->c, ValueScan::Skip).ok());
-          CHECK_FALSE(validate_case(lazy->c).ok());  // the value scan needs the bytes
+          // The value scan leaves caches made on demand alone (finite by
+          // construction) and still scans the query.
+          CHECK(validate_case(lazy->c).ok());
           const auto path = dir.path / "lazy.safetensors";
           REQUIRE(save_case_file(lazy->c, path, &lazy->caches).ok());
           const std::string written = file_bytes(path);
@@ -147,6 +151,56 @@ TEST_CASE("gen's lazily written file is generate_case's, byte for byte, on any t
     REQUIRE(back.ok());
     CHECK(same_bytes(back->key_cache, whole->key_cache));
     CHECK(same_bytes(back->value_cache, whole->value_cache));
+    // A case with caches made on demand, saved as a held one is (what run's
+    // --save-failing does with a generated case).
+    auto sourced = generate_case_sourced(spec);
+    REQUIRE(sourced.ok());
+    const auto sourced_path = dir.path / "sourced.safetensors";
+    REQUIRE(save_case_file(*sourced, sourced_path).ok());
+    CHECK(file_bytes(sourced_path) == expected);
+  }
+}
+
+TEST_CASE("a sourced case's blocks are generate_case's, in any ranges") {
+  for (const bool poison : {true, false}) {
+    auto spec = small_spec();
+    spec.poison_unused = poison;
+    spec.kv_dtype = DType::F16;
+    spec.layout = KvLayout::HND;
+    CAPTURE(poison);
+    auto whole = generate_case(spec);
+    auto sourced = generate_case_sourced(spec);
+    REQUIRE(whole.ok());
+    REQUIRE(sourced.ok());
+    REQUIRE(whole->caches_held());
+    REQUIRE_FALSE(sourced->caches_held());
+    CHECK(same_bytes(sourced->query, whole->query));
+    CHECK(sourced->table.page_indices == whole->table.page_indices);
+    CHECK(sourced->seq_lens == whole->seq_lens);
+    CHECK(sourced->key_cache.shape == whole->key_cache.shape);
+    CHECK(sourced->key_cache.nbytes == whole->key_cache.nbytes);
+    CHECK(validate_case(*sourced).ok());
+    // The memory estimate counts the pieces of the caches held at once.
+    CHECK(estimate_memory(*whole).case_bytes == 0);
+    CHECK(estimate_memory(*sourced).case_bytes >= (std::uint64_t{64} << 20));
+    const std::int64_t blocks = whole->num_blocks();
+    const std::int64_t kb = whole->key_block_bytes(), vb = whole->value_block_bytes();
+    CHECK(kb * blocks == static_cast<std::int64_t>(whole->key_cache.nbytes));
+    CHECK(vb * blocks == static_cast<std::int64_t>(whole->value_cache.nbytes));
+    // Single blocks, odd ranges and the whole pool, from both kinds of case.
+    for (const auto& range : std::vector<std::pair<std::int64_t, std::int64_t>>{
+             {0, 1}, {blocks - 1, blocks}, {3, 10}, {0, blocks}, {5, 5}}) {
+      const std::int64_t begin = range.first, end = range.second;  // not bindings: CAPTURE's lambda (clang 14)
+      CAPTURE(begin);
+      CAPTURE(end);
+      const auto n = static_cast<std::size_t>(std::max<std::int64_t>(end - begin, 0));
+      std::vector<std::byte> key(n * kb), value(n * vb), held_key(n * kb), held_value(n * vb);
+      fill_cache_blocks(*sourced, begin, end, key.data(), value.data());
+      fill_cache_blocks(*whole, begin, end, held_key.data(), held_value.data());
+      CHECK(key == held_key);
+      CHECK(value == held_value);
+      if (n > 0) CHECK(std::memcmp(held_key.data(), whole->key_cache.data + begin * kb, n * kb) == 0);
+    }
   }
 }
 

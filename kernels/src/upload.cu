@@ -1,16 +1,21 @@
 // Upload of a Case to the device, device-made benchmark cases, widening.
 #include "upload.cuh"
 
+#include "pagecheck/threads.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace pagecheck::gpu {
 
@@ -200,6 +205,40 @@ Status allocate(DeviceCase& d, std::int64_t num_blocks, std::int64_t block_size,
   return {};
 }
 
+// Caches that c.cache_source makes: chunk after chunk of blocks made into
+// one host buffer by the host's cores, each copied to its place in the
+// device pool. A copy from pageable memory returns once the buffer has been
+// read, so the next chunk may overwrite it.
+Status upload_sourced_caches(const Case& c, DeviceCase& d) {
+  constexpr std::int64_t kChunkBytes = std::int64_t{64} << 20;
+  const std::int64_t key_block = c.key_block_bytes(), value_block = c.value_block_bytes();
+  const std::int64_t num_blocks = c.num_blocks();
+  const std::int64_t per_chunk = std::clamp<std::int64_t>(kChunkBytes / std::max<std::int64_t>(1, key_block + value_block),
+                                                          1, std::max<std::int64_t>(num_blocks, 1));
+  std::vector<std::uint64_t> key_host(static_cast<std::size_t>((per_chunk * key_block + 7) / 8));
+  std::vector<std::uint64_t> value_host(static_cast<std::size_t>((per_chunk * value_block + 7) / 8));
+  auto* const key = reinterpret_cast<std::byte*>(key_host.data());
+  auto* const value = reinterpret_cast<std::byte*>(value_host.data());
+  const auto workers = static_cast<std::int64_t>(std::max(1u, std::thread::hardware_concurrency()));
+  for (std::int64_t begin = 0; begin < num_blocks; begin += per_chunk) {
+    const std::int64_t end = std::min(num_blocks, begin + per_chunk);
+    // The chunk in pieces of up to 16 blocks, taken by the workers in turn.
+    constexpr std::int64_t kPiece = 16;
+    std::atomic<std::int64_t> next{begin};
+    run_on_threads(std::min(workers, (end - begin + kPiece - 1) / kPiece), [&] {
+      for (std::int64_t b = next.fetch_add(kPiece); b < end; b = next.fetch_add(kPiece)) {
+        const std::int64_t e = std::min(end, b + kPiece);
+        fill_cache_blocks(c, b, e, key + (b - begin) * key_block, value + (b - begin) * value_block);
+      }
+    });
+    CUDA_TRY(cudaMemcpy(d.key_cache.as<std::byte>() + begin * key_block, key, static_cast<std::size_t>((end - begin) * key_block),
+                        cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMemcpy(d.value_cache.as<std::byte>() + begin * value_block, value,
+                        static_cast<std::size_t>((end - begin) * value_block), cudaMemcpyHostToDevice));
+  }
+  return {};
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
@@ -210,8 +249,12 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
   d->host_query_start_loc = c.query_start_loc;
   PC_TRY(allocate(*d, c.num_blocks(), c.block_size(), c.params.layout, c.key_cache.dtype, c.query.dtype, c.num_tokens(),
                   c.q_heads(), c.kv_heads(), c.key_head_dim(), c.v_head_dim()));
-  CUDA_TRY(cudaMemcpy(d->key_cache.get(), c.key_cache.data, c.key_cache.nbytes, cudaMemcpyHostToDevice));
-  CUDA_TRY(cudaMemcpy(d->value_cache.get(), c.value_cache.data, c.value_cache.nbytes, cudaMemcpyHostToDevice));
+  if (c.caches_held()) {
+    CUDA_TRY(cudaMemcpy(d->key_cache.get(), c.key_cache.data, c.key_cache.nbytes, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMemcpy(d->value_cache.get(), c.value_cache.data, c.value_cache.nbytes, cudaMemcpyHostToDevice));
+  } else {
+    PC_TRY(upload_sourced_caches(c, *d));
+  }
   // An appended spare page starts as NaN bytes, like the generator's unused pages.
   if (d->key_cache.bytes() > c.key_cache.nbytes)
     CUDA_TRY(cudaMemset(d->key_cache.as<std::byte>() + c.key_cache.nbytes, 0xFF, d->key_cache.bytes() - c.key_cache.nbytes));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace pagecheck {
 
@@ -29,6 +30,28 @@ std::int64_t Case::max_q_len() const {
   std::int64_t m = 0;
   for (std::int64_t s = 0; s + 1 < static_cast<std::int64_t>(query_start_loc.size()); ++s) m = std::max(m, q_len(s));
   return m;
+}
+
+namespace {
+std::int64_t block_bytes(const Tensor& cache) {
+  std::int64_t n = static_cast<std::int64_t>(dtype_size(cache.dtype));
+  for (std::size_t i = 1; i < cache.shape.size(); ++i) n *= cache.shape[i];
+  return n;
+}
+}  // namespace
+
+std::int64_t Case::key_block_bytes() const { return block_bytes(key_cache); }
+std::int64_t Case::value_block_bytes() const { return block_bytes(value_cache); }
+
+void fill_cache_blocks(const Case& c, std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value) {
+  if (end <= begin) return;
+  if (c.cache_source) {
+    c.cache_source->fill_blocks(begin, end, key, value);
+    return;
+  }
+  const std::int64_t kb = c.key_block_bytes(), vb = c.value_block_bytes();
+  std::memcpy(key, c.key_cache.data + begin * kb, static_cast<std::size_t>((end - begin) * kb));
+  std::memcpy(value, c.value_cache.data + begin * vb, static_cast<std::size_t>((end - begin) * vb));
 }
 
 PagedKvView Case::host_view() const {

@@ -39,6 +39,12 @@ std::uint64_t non_negative(std::int64_t v) { return v > 0 ? static_cast<std::uin
 
 // The reference's tile of query tokens (reference.cpp, kTokensPerTile).
 constexpr std::uint64_t kReferenceTileTokens = 64;
+// Caches made on demand: the reference's batch of pages (reference.cpp,
+// kSourcedBatchBytes, or one sequence's pages when they are more), and
+// the largest chunk the GPU upload (64 MiB) or the file writer (256 MiB over
+// all threads, case_file.cpp) holds.
+constexpr std::uint64_t kSourcedBatchBytes = std::uint64_t{64} << 20;
+constexpr std::uint64_t kSourcedChunkBytes = std::uint64_t{256} << 20;
 // The split path's smallest partition (the most partitions it makes).
 constexpr std::uint64_t kSmallestPartition = 128;
 
@@ -102,6 +108,16 @@ MemoryEstimate estimate_memory(const Case& c, int threads) {
 
   // The case's converted cache, already allocated but held while it runs.
   if (cache_form_copies(c.cache_form)) e.case_bytes = add(c.key_cache.nbytes, c.value_cache.nbytes);
+  // Caches made on demand: the reference's pages of one batch of sequences
+  // (kSourcedBatchBytes, or the longest sequence's pages when more), and the
+  // GPU upload's or the file writer's chunks of the pool, which come after it.
+  if (!c.caches_held()) {
+    const std::uint64_t page_bytes =
+        add(non_negative(c.key_block_bytes()), non_negative(c.value_block_bytes()));
+    const std::uint64_t block = std::max<std::uint64_t>(non_negative(c.block_size()), 1);
+    const std::uint64_t longest_pages = mul((longest + block - 1) / block, page_bytes);
+    e.case_bytes = add(e.case_bytes, std::max({kSourcedBatchBytes, longest_pages, kSourcedChunkBytes}));
+  }
   return e;
 }
 

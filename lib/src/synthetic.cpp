@@ -27,6 +27,7 @@
 // memory (4 KiB faults, fresh page-cache pages) cost more than the values
 // themselves (docs/synthetic.md, "Generation speed").
 #include "pagecheck/synthetic.hpp"
+#include "pagecheck/case_file.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -941,37 +942,35 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   return c;
 }
 
-Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads, std::int64_t chunk_bytes) {
+namespace {
+// The generator's caches as a CacheSource: the same CacheFiller that fills
+// generate_case's caches, block range by block range.
+class SyntheticCacheSource final : public CacheSource {
+ public:
+  explicit SyntheticCacheSource(std::shared_ptr<const CacheFiller> filler) : filler_(std::move(filler)) {}
+  void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value) const override {
+    filler_->fill_blocks(begin, end, key, value, false);
+  }
+
+ private:
+  std::shared_ptr<const CacheFiller> filler_;
+};
+}  // namespace
+
+Expected<Case> generate_case_sourced(const SyntheticSpec& spec) {
   auto made = generate_unfilled(spec);
   if (!made.ok()) return made.error();
+  Case c = std::move(made->first);
+  c.cache_source = std::make_shared<SyntheticCacheSource>(std::move(made->second));
+  return c;
+}
+
+Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads, std::int64_t chunk_bytes) {
+  auto c = generate_case_sourced(spec);
+  if (!c.ok()) return c.error();
   LazySyntheticCase out;
-  out.c = std::move(made->first);
-  std::shared_ptr<const CacheFiller> filler = std::move(made->second);
-  // Threads: the cores plus one, at least 6, so that some make values while
-  // one waits on the disk: on the project's 2-core VM with other work on it,
-  // llama3-8b 64 x 8192 took 7.1-7.7 s on 6 threads, 8.3-11.7 s on 2-4. The
-  // default chunk, 32 MiB of keys and values (16 MiB writes), took 8.0-9.4 s
-  // where 8 MiB chunks took 9.7-11.0 (docs/synthetic.md). Each thread holds
-  // one chunk; all of them together at most 256 MiB.
-  if (threads <= 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::clamp(cores + 1, 6, 33);
-  }
-  chunk_bytes = std::min<std::int64_t>(chunk_bytes, (std::int64_t{256} << 20) / threads);
-  const std::int64_t key_block = filler->key_block_bytes(), value_block = filler->value_block_bytes();
-  const std::int64_t num_blocks = out.c.num_blocks();
-  const std::int64_t blocks_per_chunk =
-      std::clamp<std::int64_t>(chunk_bytes / std::max<std::int64_t>(1, key_block + value_block), 1,
-                               std::max<std::int64_t>(num_blocks, 1));
-  out.caches.names = {"key_cache", "value_cache"};
-  out.caches.chunk_bytes = {static_cast<std::size_t>(blocks_per_chunk * key_block),
-                            static_cast<std::size_t>(blocks_per_chunk * value_block)};
-  out.caches.chunks = (num_blocks + blocks_per_chunk - 1) / blocks_per_chunk;
-  out.caches.threads = threads;
-  out.caches.fill = [filler, blocks_per_chunk, num_blocks](std::int64_t chunk, std::byte* const* bytes) {
-    const std::int64_t begin = chunk * blocks_per_chunk, end = std::min(num_blocks, begin + blocks_per_chunk);
-    filler->fill_blocks(begin, end, bytes[0], bytes[1], false);
-  };
+  out.caches = cache_chunks(*c, threads, chunk_bytes);
+  out.c = std::move(*c);
   return out;
 }
 

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "pagecheck/paged_kv.hpp"
+#include "pagecheck/threads.hpp"
 
 namespace pagecheck {
 namespace {
@@ -257,6 +258,106 @@ class ReferencePath final : public Path {
 
 }  // namespace
 
+namespace {
+
+// Caches made on demand (c.cache_source): the pages of a few sequences at a
+// time, at most this many bytes unless one sequence needs more.
+constexpr std::int64_t kSourcedBatchBytes = std::int64_t{64} << 20;
+
+// Runs attend_sequence_head over items [0, items) of `item` (sequence, KV
+// head) on `workers` threads, each with its own workspace.
+template <class Item>
+Status attend_items(std::int64_t items, std::vector<Workspace>& workspaces, const Item& item) {
+  const auto workers = std::clamp<std::int64_t>(static_cast<std::int64_t>(workspaces.size()), 1, std::max<std::int64_t>(items, 1));
+  std::atomic<std::int64_t> next_item{0}, next_worker{0};
+  std::mutex failure_mutex;
+  std::string failure;
+  run_on_threads(workers, [&] {
+    Workspace& ws = workspaces[static_cast<std::size_t>(next_worker++)];
+    try {
+      for (std::int64_t i = next_item++; i < items; i = next_item++) item(i, ws);
+    } catch (const std::exception& e) {
+      std::lock_guard lock(failure_mutex);
+      failure = e.what();
+      next_item = items;
+    }
+  });
+  if (!failure.empty()) return runtime_error("reference failed: " + failure, "reference");
+  return {};
+}
+
+// The reference over caches that a cache_source makes: consecutive
+// sequences whose pages fit kSourcedBatchBytes are one batch; the batch's
+// distinct pages are made into one compact buffer (on the workers), the
+// view's table points the batch's entries at it, and the batch's (sequence,
+// KV head) items run on that view. Same values, same arithmetic, so the same
+// result as over held caches; the buffer is reused batch after batch, so
+// only its first batch touches fresh memory.
+Status attend_sourced(const Case& c, const PagedKvView& kv, std::vector<Workspace>& workspaces,
+                      ReferenceResult& result) {
+  const std::int64_t key_block = c.key_block_bytes(), value_block = c.value_block_bytes();
+  const std::int64_t page_bytes = std::max<std::int64_t>(1, key_block + value_block);
+  std::vector<std::int32_t> compact_of(static_cast<std::size_t>(c.num_blocks()), -1);  // physical -> compact, this batch
+  std::vector<std::int32_t> indices = c.table.page_indices;                           // the batch's view of the table
+  std::vector<std::int64_t> physical;                                                 // compact -> physical
+  std::vector<std::uint64_t> key_store, value_store;  // 8-byte words: aligned for every dtype
+  for (std::int64_t first = 0; first < c.num_seqs();) {
+    // 1. The batch [first, last) and its distinct pages.
+    physical.clear();
+    std::int64_t last = first;
+    while (last < c.num_seqs()) {
+      const std::int64_t before = static_cast<std::int64_t>(physical.size());
+      for (std::int64_t p = 0; p < kv.num_pages(last); ++p) {
+        const std::int64_t entry = kv.page_indptr[last] + p;
+        const std::int32_t page = c.table.page_indices[static_cast<std::size_t>(entry)];
+        std::int32_t& compact = compact_of[static_cast<std::size_t>(page)];
+        if (compact < 0) {
+          compact = static_cast<std::int32_t>(physical.size());
+          physical.push_back(page);
+        }
+        indices[static_cast<std::size_t>(entry)] = compact;
+      }
+      if (last > first && static_cast<std::int64_t>(physical.size()) * page_bytes > kSourcedBatchBytes) {
+        // Over the budget: this sequence starts the next batch (its pages
+        // were appended last; drop them again).
+        for (std::int64_t k = before; k < static_cast<std::int64_t>(physical.size()); ++k)
+          compact_of[static_cast<std::size_t>(physical[static_cast<std::size_t>(k)])] = -1;
+        physical.resize(static_cast<std::size_t>(before));
+        break;
+      }
+      ++last;
+    }
+    // 2. Its pages, made into the compact buffer on the workers.
+    const auto pages = static_cast<std::int64_t>(physical.size());
+    const auto words = [](std::int64_t bytes) { return static_cast<std::size_t>((bytes + 7) / 8); };
+    if (key_store.size() < words(pages * key_block)) key_store.resize(words(pages * key_block));
+    if (value_store.size() < words(pages * value_block)) value_store.resize(words(pages * value_block));
+    auto* const key = reinterpret_cast<std::byte*>(key_store.data());
+    auto* const value = reinterpret_cast<std::byte*>(value_store.data());
+    const auto fill_start = std::chrono::steady_clock::now();
+    PC_TRY(attend_items(pages, workspaces, [&](std::int64_t i, Workspace&) {
+      const std::int64_t page = physical[static_cast<std::size_t>(i)];
+      fill_cache_blocks(c, page, page + 1, key + i * key_block, value + i * value_block);
+    }));
+    result.cache_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fill_start).count();
+    // 3. The batch's items over the compact pages.
+    PagedKvView batch = kv;
+    batch.key_data = key;
+    batch.value_data = value;
+    batch.page_indices = indices.data();
+    batch.num_blocks = pages;
+    const std::int64_t kv_heads = c.kv_heads();
+    PC_TRY(attend_items((last - first) * kv_heads, workspaces, [&](std::int64_t i, Workspace& ws) {
+      attend_sequence_head(c, batch, first + i / kv_heads, i % kv_heads, ws, result);
+    }));
+    for (std::int64_t page : physical) compact_of[static_cast<std::size_t>(page)] = -1;
+    first = last;
+  }
+  return {};
+}
+
+}  // namespace
+
 Expected<ReferenceResult> reference_attention(const Case& c, int threads) {
   PC_TRY(check_geometry(c));
   const PagedKvView kv = c.host_view();
@@ -267,26 +368,14 @@ Expected<ReferenceResult> reference_attention(const Case& c, int threads) {
   const std::int64_t items = c.num_seqs() * c.kv_heads();  // item i: sequence i / kv_heads, KV head i % kv_heads
   std::int64_t workers = threads > 0 ? threads : static_cast<std::int64_t>(std::thread::hardware_concurrency());
   workers = std::clamp<std::int64_t>(workers, 1, std::max<std::int64_t>(items, 1));
-
-  std::atomic<std::int64_t> next_item{0};
-  std::mutex failure_mutex;
-  std::string failure;
-  auto work = [&] {
-    try {
-      Workspace workspace;
-      for (std::int64_t item = next_item++; item < items; item = next_item++)
-        attend_sequence_head(c, kv, item / c.kv_heads(), item % c.kv_heads(), workspace, result);
-    } catch (const std::exception& e) {
-      std::lock_guard lock(failure_mutex);
-      failure = e.what();
-      next_item = items;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (std::int64_t w = 1; w < workers; ++w) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (!failure.empty()) return runtime_error("reference failed: " + failure, "reference");
+  std::vector<Workspace> workspaces(static_cast<std::size_t>(workers));
+  if (!c.caches_held()) {
+    PC_TRY(attend_sourced(c, kv, workspaces, result));
+    return result;
+  }
+  PC_TRY(attend_items(items, workspaces, [&](std::int64_t i, Workspace& ws) {
+    attend_sequence_head(c, kv, i / c.kv_heads(), i % c.kv_heads(), ws, result);
+  }));
   return result;
 }
 

@@ -3,8 +3,10 @@
 // user-facing contract.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,6 +70,22 @@ struct BlockTable {
   std::vector<std::int32_t> page_indices;  // Dense: num_seqs * max_blocks_per_seq entries
 };
 
+// Makes the bytes of a case's KV caches on demand, for a case that does not
+// hold them (a generated case: generate_case_sourced). Whoever reads the
+// caches asks for the blocks it needs: the reference a few sequences' pages
+// at a time, the GPU upload and the file writer the pool in chunks. Each
+// block's bytes depend only on the block, so any range can be made on any
+// thread, as often as needed, with the same bytes.
+class CacheSource {
+ public:
+  virtual ~CacheSource() = default;
+  // Physical blocks [begin, end) of key_cache and value_cache into `key` and
+  // `value`, which hold (end - begin) blocks each at the caches' block
+  // strides: the bytes the held caches would have there. Safe to call from
+  // several threads at once.
+  virtual void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value) const = 0;
+};
+
 struct Case {
   std::string name;  // file stem or generator label
   CaseParams params;
@@ -80,6 +98,10 @@ struct Case {
   std::vector<std::int32_t> seq_lens;         // [num_seqs] (derived for CSR)
   std::vector<std::int32_t> query_start_loc;  // [num_seqs + 1] (derived when absent)
   bool query_start_loc_given = false;
+
+  // Set: key_cache and value_cache have their dtype, shape and nbytes but no
+  // data, and their bytes come from here (read them with fill_cache_blocks).
+  std::shared_ptr<const CacheSource> cache_source;
 
   std::optional<Tensor> recorded_output;  // [num_tokens, q_heads, v_head_dim]
   std::optional<Tensor> recorded_lse;     // [num_tokens, q_heads] F32
@@ -100,9 +122,20 @@ struct Case {
   bool is_decode() const { return max_q_len() == 1; }
   double scale() const { return params.effective_scale(head_dim()); }
 
+  // False when the caches come from cache_source rather than memory.
+  bool caches_held() const { return cache_source == nullptr; }
+  // Bytes of one block of key_cache / value_cache.
+  std::int64_t key_block_bytes() const;
+  std::int64_t value_block_bytes() const;
+
   // The cache and table as the shared view, pointing into this case's host
   // memory (pointers stay valid while the case lives and is not modified).
+  // With a cache_source the view's key_data and value_data are null.
   PagedKvView host_view() const;
 };
+
+// Physical blocks [begin, end) of the case's caches into `key` and `value`
+// ((end - begin) blocks each): copied from memory, or made by cache_source.
+void fill_cache_blocks(const Case& c, std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value);
 
 }  // namespace pagecheck

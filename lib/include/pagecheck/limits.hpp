@@ -29,6 +29,8 @@ struct MemoryEstimate {
   // Host bytes of the case's own copy of its KV cache: a FlashInfer
   // paged_kv_cache or a vLLM classic cache, converted at read time
   // (cache_form_copies); 0 when the cache is read in place from the file.
+  // For caches made on demand (Case::cache_source): the largest piece of them
+  // held at once (the reference's batch of pages, an upload or write chunk).
   std::uint64_t case_bytes = 0;
 
   std::uint64_t host_bytes() const { return reference_bytes + harness_bytes + case_bytes; }

@@ -79,14 +79,16 @@ struct SyntheticSpec {
 
 Expected<Case> generate_case(const SyntheticSpec& spec);
 
-// The same case without its KV caches in memory, for writing it straight to
-// a file (pagecheck gen): `c` holds the table, lengths, query and parameters,
-// and key_cache/value_cache with their dtype and shape but no data;
-// `caches` makes their bytes, exactly those generate_case puts there, chunk
-// by chunk while save_case_file writes (on `threads` threads, 0: the cores
-// plus one, at least 6; chunks of about `chunk_bytes` of keys and values, at
-// least one block, at most 256 MiB over all threads).
-// Only validate_case(c, ValueScan::Skip) applies to `c` as it is.
+// The same case without its KV caches in memory (what pagecheck run makes):
+// the table, lengths, query and parameters as generate_case makes them, and
+// key_cache/value_cache with their dtype and shape but no data; the case's
+// cache_source makes their bytes, exactly those generate_case puts there,
+// for whoever reads them (the reference, the GPU upload, save_case_file), so
+// that gigabytes of caches are never held or first-touched at once.
+Expected<Case> generate_case_sourced(const SyntheticSpec& spec);
+
+// generate_case_sourced's case with its caches as chunks for save_case_file
+// (pagecheck gen): cache_chunks(c, threads, chunk_bytes).
 struct LazySyntheticCase {
   Case c;
   LazyTensors caches;

@@ -13,6 +13,9 @@ namespace pagecheck {
 struct ReferenceResult {
   std::vector<double> output;  // [num_tokens, q_heads, v_head_dim]
   std::vector<double> lse;     // [num_tokens, q_heads], natural log
+  // Wall time spent making the caches' pages (a case with a cache_source),
+  // part of the call's time; 0 for held caches.
+  double cache_ms = 0;
 };
 
 // `threads` 0: all cores. Reads the cache only through the table.
