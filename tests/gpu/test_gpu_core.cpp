@@ -307,6 +307,38 @@ TEST_CASE("the default suite and presets pass through every path that applies") 
   }
 }
 
+// pagecheck run uploads generated cases from their cache_source, chunk by
+// chunk: the device pool must be the held caches' pool, byte for byte
+// (spare page included), or the suite would check other data than it says.
+TEST_CASE("upload: caches made on demand reach the device as held caches do") {
+  std::vector<SyntheticSpec> specs = default_suite();
+  for (const auto& name : preset_names()) {
+    auto p = preset(name);
+    REQUIRE(p.ok());
+    specs.push_back(*p);
+  }
+  const auto device_bytes = [](const DeviceBuffer& b) {
+    std::vector<std::byte> host(b.bytes());
+    if (!host.empty()) REQUIRE(cudaMemcpy(host.data(), b.get(), b.bytes(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return host;
+  };
+  for (const auto& spec : specs) {
+    CAPTURE(spec.name);
+    auto held = generate_case(spec);
+    auto sourced = generate_case_sourced(spec);
+    REQUIRE(held.ok());
+    REQUIRE(sourced.ok());
+    REQUIRE_FALSE(sourced->caches_held());
+    auto a = upload_case(*held);
+    auto b = upload_case(*sourced);
+    REQUIRE(a.ok());
+    REQUIRE(b.ok());
+    CHECK(device_bytes((*a)->key_cache) == device_bytes((*b)->key_cache));
+    CHECK(device_bytes((*a)->value_cache) == device_bytes((*b)->value_cache));
+    CHECK(device_bytes((*a)->query) == device_bytes((*b)->query));
+  }
+}
+
 // The suite's path families (suite.hpp) are a model of the kernels'
 // applicability; the covering property means something only if the model
 // is right: each GPU path applies exactly to the cases of its families.
