@@ -5,12 +5,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -153,25 +158,48 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
 
 namespace {
 
-// Progress on stderr. On a terminal: one line rewritten in place. Elsewhere
-// (a CI log): a plain line at most once per interval, the first only after
-// one interval, so short runs print none.
+// Progress on stderr. On a terminal: one line rewritten in place at every
+// step. Elsewhere (a CI log): a plain line every interval, from a thread of
+// its own, naming the case and step in progress and how long that step has
+// taken, so that one long step (a reference over a large batch) shows the
+// run is alive too; the first comes after one interval, so short runs print
+// none. Interval 0: a line at every step instead.
 class Progress {
  public:
   enum class Mode { Off, Terminal, Periodic };
   Progress(Mode mode, std::chrono::duration<double> interval)
-      : mode_(mode), interval_(interval), last_(std::chrono::steady_clock::now()) {}
-  ~Progress() { clear(); }
+      : mode_(mode), interval_(interval), last_(std::chrono::steady_clock::now()) {
+    if (mode_ == Mode::Periodic && interval_.count() > 0) {
+      try {
+        ticker_ = std::thread([this] { tick(); });
+      } catch (const std::system_error&) {
+        // No thread to be had: lines only at the steps.
+      }
+    }
+  }
+  ~Progress() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    if (ticker_.joinable()) ticker_.join();
+    clear();
+  }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
   void update(std::size_t index, std::size_t total, const std::string& name, std::string_view step) {
     if (mode_ == Mode::Periodic) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_ < interval_) return;
-      last_ = now;
-      fmt::print(stderr, "pagecheck: case {}/{} ({}) {}\n", index + 1, total, name, step);
-      std::fflush(stderr);
+      std::lock_guard lock(mutex_);
+      line_ = fmt::format("pagecheck: case {}/{} ({}) {}", index + 1, total, name, step);
+      step_start_ = std::chrono::steady_clock::now();
+      if (!ticker_.joinable()) {  // interval 0, or no ticker: at every step that is due
+        if (step_start_ - last_ < interval_) return;
+        last_ = step_start_;
+        fmt::print(stderr, "{}\n", line_);
+        std::fflush(stderr);
+      }
       return;
     }
     if (mode_ != Mode::Terminal) return;
@@ -181,7 +209,12 @@ class Progress {
     std::fflush(stderr);
     shown_ = true;
   }
+  // Between cases and after the last: no step in progress, no line.
   void clear() {
+    if (mode_ == Mode::Periodic) {
+      std::lock_guard lock(mutex_);
+      line_.clear();
+    }
     if (!shown_) return;
     fmt::print(stderr, "\r\x1b[K");
     std::fflush(stderr);
@@ -189,10 +222,30 @@ class Progress {
   }
 
  private:
+  void tick() {
+    std::unique_lock lock(mutex_);
+    const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval_);
+    auto next = std::chrono::steady_clock::now() + period;
+    while (!wake_.wait_until(lock, next, [this] { return stop_; })) {
+      next += period;
+      if (line_.empty()) continue;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start_).count();
+      fmt::print(stderr, "{} ({:.0f} s in this step)\n", line_, seconds);
+      std::fflush(stderr);
+    }
+  }
+
   Mode mode_ = Mode::Off;
   std::chrono::duration<double> interval_;
-  std::chrono::steady_clock::time_point last_;
+  std::chrono::steady_clock::time_point last_{};  // the last line at a step (no ticker)
   bool shown_ = false;
+  // Periodic: the step in progress, guarded by mutex_, and the ticker.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::string line_;
+  std::chrono::steady_clock::time_point step_start_{};
+  std::thread ticker_;
 };
 
 // The seconds between progress lines off a terminal: 10, or
@@ -433,18 +486,14 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       row.reason = reference_failure;
     } else {
       reference = std::move(*ref);
-      // Caches made on demand: "total" is the reference's own time, and
-      // "caches" the time it spent having their pages made.
+      // Caches made on demand: "total" is the reference's own time, and the
+      // note "caches_ms" the time it spent having their pages made.
       StageTiming t;
       t.stage = "total";
       t.median_ms = t.min_ms = t.max_ms = ms - reference->cache_ms;
       t.repeats = 1;
       row.timings.push_back(t);
-      if (!c.caches_held()) {
-        t.stage = "caches";
-        t.median_ms = t.min_ms = t.max_ms = reference->cache_ms;
-        row.timings.push_back(t);
-      }
+      if (!c.caches_held()) row.notes["caches_ms"] = fmt::format("{:.3f}", reference->cache_ms);
       std::vector<float> out_f(reference->output.begin(), reference->output.end());
       std::vector<float> lse_f(reference->lse.begin(), reference->lse.end());
       if (have_recorded) {

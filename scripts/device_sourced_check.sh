@@ -87,7 +87,8 @@ except Exception as e:
 for c in d["cases"]:
     for p in c["paths"]:
         t = {s["stage"]: round(s["median_ms"], 1) for s in p.get("timings", [])}
-        print(f"INFO: big: {p['path']} {p['status']} {t}")
+        caches = p.get("notes", {}).get("caches_ms")
+        print(f"INFO: big: {p['path']} {p['status']} {t}" + (f" caches_ms {caches}" if caches else ""))
 EOF
 rm -rf "$work"
 echo "sourced check: $fails FAIL"

@@ -130,16 +130,17 @@ TEST_CASE("gen's lazily written file is generate_case's, byte for byte, on any t
           CAPTURE(plain);
           CAPTURE(threads);
           CAPTURE(chunk_bytes);
-          auto lazy = generate_case_lazy(spec, threads, chunk_bytes);
-          REQUIRE(lazy.ok());
-          CHECK(lazy->c.key_cache.data == nullptr);
-          CHECK_FALSE(lazy->c.caches_held());
-          CHECK(validate_case(lazy->c, ValueScan::Skip).ok());
+          auto sourced = generate_case_sourced(spec);
+          REQUIRE(sourced.ok());
+          CHECK(sourced->key_cache.data == nullptr);
+          CHECK_FALSE(sourced->caches_held());
+          CHECK(validate_case(*sourced, ValueScan::Skip).ok());
           // The value scan leaves caches made on demand alone (finite by
           // construction) and still scans the query.
-          CHECK(validate_case(lazy->c).ok());
+          CHECK(validate_case(*sourced).ok());
           const auto path = dir.path / "lazy.safetensors";
-          REQUIRE(save_case_file(lazy->c, path, &lazy->caches).ok());
+          const LazyTensors chunks = cache_chunks(*sourced, threads, chunk_bytes);
+          REQUIRE(save_case_file(*sourced, path, &chunks).ok());
           const std::string written = file_bytes(path);
           CHECK(written.size() == expected.size());
           CHECK(written == expected);

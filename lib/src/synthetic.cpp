@@ -21,9 +21,11 @@
 // stored with one dtype switch per row, and each byte of the pool is written
 // once, block by block, instead of a NaN pass over the whole pool before the
 // values. In memory (generate_case) a poisoned pool is a copy-on-write NaN
-// mapping, so only the used slots cost memory; pagecheck gen
-// (generate_case_lazy) never holds the caches: a CacheFiller makes them chunk
-// by chunk while the file is written, since on the project's VM first-touched
+// mapping, so only the used slots cost memory. pagecheck run and gen never
+// hold the caches (generate_case_sourced): the case's CacheSource, a
+// CacheFiller, makes the blocks whoever reads them asks for (the reference
+// a batch of sequences' pages into one reused buffer, the GPU upload and the
+// file writer chunks of the pool), since on the project's VM first-touched
 // memory (4 KiB faults, fresh page-cache pages) cost more than the values
 // themselves (docs/synthetic.md, "Generation speed").
 #include "pagecheck/synthetic.hpp"
@@ -965,14 +967,6 @@ Expected<Case> generate_case_sourced(const SyntheticSpec& spec) {
   return c;
 }
 
-Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads, std::int64_t chunk_bytes) {
-  auto c = generate_case_sourced(spec);
-  if (!c.ok()) return c.error();
-  LazySyntheticCase out;
-  out.caches = cache_chunks(*c, threads, chunk_bytes);
-  out.c = std::move(*c);
-  return out;
-}
 
 // --- presets ----------------------------------------------------------------
 namespace {

@@ -749,6 +749,21 @@ TEST_CASE("off a terminal, progress lines come at most once per interval; short 
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_PROGRESS_SECONDS=soon").rc == 2);
 }
 
+TEST_CASE("off a terminal, one long step still prints a progress line every interval") {
+  // A reference over 16 x 6000 tokens of Llama-3-8B decode: seconds in one
+  // step, against an interval of a tenth of a second.
+  const Result r = run_tool("run --preset llama3-8b --seqs 16 --seq-len 6000 --paths reference",
+                            "PAGECHECK_PROGRESS_SECONDS=0.1");
+  CHECK(r.rc == 0);
+  std::size_t lines = 0;
+  for (std::size_t at = r.err.find("(llama3-8b+seqs16+seq-len6000) reference ("); at != std::string::npos;
+       at = r.err.find("(llama3-8b+seqs16+seq-len6000) reference (", at + 1))
+    ++lines;
+  CAPTURE(r.err);
+  CHECK(lines >= 2);
+  CHECK(contains(r.err, " s in this step)"));
+}
+
 // reduce (docs/cli.md "reduce"): a recorded output wrong in one element of
 // one (sequence, head, token) reduces to that element's sequence, head and
 // the context its token sees, and still fails the same way.

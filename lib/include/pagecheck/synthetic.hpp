@@ -87,15 +87,6 @@ Expected<Case> generate_case(const SyntheticSpec& spec);
 // that gigabytes of caches are never held or first-touched at once.
 Expected<Case> generate_case_sourced(const SyntheticSpec& spec);
 
-// generate_case_sourced's case with its caches as chunks for save_case_file
-// (pagecheck gen): cache_chunks(c, threads, chunk_bytes).
-struct LazySyntheticCase {
-  Case c;
-  LazyTensors caches;
-};
-Expected<LazySyntheticCase> generate_case_lazy(const SyntheticSpec& spec, int threads = 0,
-                                               std::int64_t chunk_bytes = std::int64_t{32} << 20);
-
 // The checks generate_case makes before it allocates anything: a spec that
 // passes is one the generator accepts (a usage error names the field).
 Status check_synthetic_spec(const SyntheticSpec& spec);

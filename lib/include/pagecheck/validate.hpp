@@ -16,9 +16,9 @@ struct ValidationReport {
   bool ok() const { return errors.empty(); }
 };
 
-// Skip: no pass 5 (the values), and key_cache/value_cache may hold no data
-// yet (a generated case written straight to a file, generate_case_lazy,
-// whose values are finite by construction).
+// Skip: no pass 5 (the values), and key_cache/value_cache may hold no data.
+// A case whose caches come from its cache_source (generate_case_sourced,
+// finite by construction) has only its query scanned in pass 5.
 enum class ValueScan { Scan, Skip };
 ValidationReport validate_case(const Case& c, ValueScan values = ValueScan::Scan);
 
