@@ -225,12 +225,19 @@ Status upload_sourced_caches(const Case& c, DeviceCase& d) {
     // The chunk in pieces of up to 16 blocks, taken by the workers in turn.
     constexpr std::int64_t kPiece = 16;
     std::atomic<std::int64_t> next{begin};
+    std::atomic<bool> failed{false};
     run_on_threads(std::min(workers, (end - begin + kPiece - 1) / kPiece), [&] {
-      for (std::int64_t b = next.fetch_add(kPiece); b < end; b = next.fetch_add(kPiece)) {
-        const std::int64_t e = std::min(end, b + kPiece);
-        fill_cache_blocks(c, b, e, key + (b - begin) * key_block, value + (b - begin) * value_block);
+      try {
+        for (std::int64_t b = next.fetch_add(kPiece); b < end; b = next.fetch_add(kPiece)) {
+          const std::int64_t e = std::min(end, b + kPiece);
+          fill_cache_blocks(c, b, e, key + (b - begin) * key_block, value + (b - begin) * value_block);
+        }
+      } catch (const std::exception&) {
+        failed = true;
+        next = end;
       }
     });
+    if (failed) return runtime_error("making the KV cache's blocks for the upload failed (out of host memory?)", "upload");
     CUDA_TRY(cudaMemcpy(d.key_cache.as<std::byte>() + begin * key_block, key, static_cast<std::size_t>((end - begin) * key_block),
                         cudaMemcpyHostToDevice));
     CUDA_TRY(cudaMemcpy(d.value_cache.as<std::byte>() + begin * value_block, value,

@@ -115,8 +115,12 @@ MemoryEstimate estimate_memory(const Case& c, int threads) {
     const std::uint64_t page_bytes =
         add(non_negative(c.key_block_bytes()), non_negative(c.value_block_bytes()));
     const std::uint64_t block = std::max<std::uint64_t>(non_negative(c.block_size()), 1);
-    const std::uint64_t longest_pages = mul((longest + block - 1) / block, page_bytes);
-    e.case_bytes = add(e.case_bytes, std::max({kSourcedBatchBytes, longest_pages, kSourcedChunkBytes}));
+    std::uint64_t used_pages = 0;
+    for (std::int64_t s = 0; s < c.num_seqs(); ++s) used_pages = add(used_pages, (non_negative(c.seq_lens[s]) + block - 1) / block);
+    const std::uint64_t batch = std::max(std::min(kSourcedBatchBytes, mul(used_pages, page_bytes)),
+                                         mul((longest + block - 1) / block, page_bytes));
+    const std::uint64_t chunk = std::min(kSourcedChunkBytes, add(c.key_cache.nbytes, c.value_cache.nbytes));
+    e.case_bytes = add(e.case_bytes, std::max(batch, chunk));
   }
   return e;
 }

@@ -264,8 +264,9 @@ namespace {
 // time, at most this many bytes unless one sequence needs more.
 constexpr std::int64_t kSourcedBatchBytes = std::int64_t{64} << 20;
 
-// Runs attend_sequence_head over items [0, items) of `item` (sequence, KV
-// head) on `workers` threads, each with its own workspace.
+// Runs item(i, workspace) for every i in [0, items) on up to
+// workspaces.size() threads, each with its own workspace (kept across calls:
+// fresh multi-megabyte buffers cost page faults).
 template <class Item>
 Status attend_items(std::int64_t items, std::vector<Workspace>& workspaces, const Item& item) {
   const auto workers = std::clamp<std::int64_t>(static_cast<std::int64_t>(workspaces.size()), 1, std::max<std::int64_t>(items, 1));
