@@ -29,7 +29,6 @@
 // memory (4 KiB faults, fresh page-cache pages) cost more than the values
 // themselves (docs/synthetic.md, "Generation speed").
 #include "pagecheck/synthetic.hpp"
-#include "pagecheck/case_file.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
