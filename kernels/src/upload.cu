@@ -1,8 +1,6 @@
 // Upload of a Case to the device, device-made benchmark cases, widening.
 #include "upload.cuh"
 
-#include "pagecheck/threads.hpp"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -16,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "pagecheck/threads.hpp"
 
 namespace pagecheck::gpu {
 

@@ -499,7 +499,6 @@ namespace {
 // on is written plainly.
 class FileWriter {
  public:
-
   Status open(const std::filesystem::path& file) {
     fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd_ < 0) return runtime_error(fmt::format("cannot create: {}", std::strerror(errno)), file.string());

@@ -966,7 +966,6 @@ Expected<Case> generate_case_sourced(const SyntheticSpec& spec) {
   return c;
 }
 
-
 // --- presets ----------------------------------------------------------------
 namespace {
 
