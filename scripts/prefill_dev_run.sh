@@ -8,10 +8,11 @@
 # Build here (repo root), then carry build-sm90dev:
 #   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -O3 --expt-relaxed-constexpr -lineinfo \
 #     -Ilib/include -Ikernels/src -Ikernels/include -c kernels/src/attn_sm90.cu -o build-sm90dev/attn_sm90.o
+#   (the same for kernels/src/attn_sm90_ws.cu -> build-sm90dev/attn_sm90_ws.o)
 #   nvcc -std=c++20 -gencode arch=compute_90,code=sm_90 -O3 --expt-relaxed-constexpr -lineinfo \
 #     -DPAGECHECK_HAVE_SM90A=1 -diag-suppress 2810 -Ilib/include -Ikernels/src -Ikernels/include \
 #     -I/usr/include/eigen3 kernels/src/dev/prefill_dev.cu kernels/src/prefill.cu kernels/src/fmha.cu \
-#     lib/src/dtype.cpp build-sm90dev/attn_sm90.o -o build-sm90dev/prefill_dev
+#     lib/src/dtype.cpp build-sm90dev/attn_sm90.o build-sm90dev/attn_sm90_ws.o -o build-sm90dev/prefill_dev
 # Run there: scripts/prefill_dev_run.sh [check|bench|all]   (logs under $OUT)
 set -u
 cd "$(dirname "$0")/.."
@@ -22,7 +23,7 @@ bin=build-sm90dev/prefill_dev
 chmod +x "$bin"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 echo "== SASS of the sm_90a kernel (instruction counts)"
-cuobjdump --dump-sass build-sm90dev/attn_sm90.o >"$out/sass.txt" 2>&1
+cuobjdump --dump-sass build-sm90dev/attn_sm90.o build-sm90dev/attn_sm90_ws.o >"$out/sass.txt" 2>&1
 grep -oE "HGMMA[.A-Z0-9x]*|HMMA[.A-Z0-9]*|LDL|STL|BAR.SYNC" "$out/sass.txt" | sort | uniq -c | sort -rn | head -12
 if [ "$mode" = check ] || [ "$mode" = all ]; then
   echo "== checks (kernel the launchers pick)"
@@ -33,11 +34,17 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   echo "memcheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log")"
   timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 "$bin" small >"$out/racecheck.log" 2>&1
   echo "racecheck rc=$? $(grep -E 'RACECHECK SUMMARY' "$out/racecheck.log")"
+  timeout 120 compute-sanitizer --tool synccheck --error-exitcode 9 "$bin" small >"$out/synccheck.log" 2>&1
+  echo "synccheck rc=$? $(grep -E 'ERROR SUMMARY' "$out/synccheck.log")"
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
-  echo "== bench: wgmma (default on Hopper)"
-  timeout 120 "$bin" bench 2>&1 | tee "$out/bench_wgmma.log" | grep -vE "^  (prefill|fmha) "
-  echo "== bench: mma.sync (PAGECHECK_ATTN_KERNEL=mma)"
-  PAGECHECK_ATTN_KERNEL=mma timeout 120 "$bin" bench 2>&1 | tee "$out/bench_mma.log" | grep -vE "^  (prefill|fmha) "
+  echo "== bench: wgmma-ws (default on Hopper where it takes the case)"
+  timeout 120 "$bin" bench 2>&1 | tee "$out/bench_ws.log" | grep -vE "^  (prefill|fmha) "
+  echo "== bench: wgmma (PAGECHECK_ATTN_KERNEL=wgmma)"
+  PAGECHECK_ATTN_KERNEL=wgmma timeout 120 "$bin" bench 2>&1 | tee "$out/bench_wgmma.log" | grep -vE "^  (prefill|fmha) "
+  if [ -n "${WITH_MMA:-}" ]; then
+    echo "== bench: mma.sync (PAGECHECK_ATTN_KERNEL=mma)"
+    PAGECHECK_ATTN_KERNEL=mma timeout 120 "$bin" bench 2>&1 | tee "$out/bench_mma.log" | grep -vE "^  (prefill|fmha) "
+  fi
   grep -E "FAIL" "$out"/bench_*.log | head
 fi

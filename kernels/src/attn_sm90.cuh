@@ -23,10 +23,19 @@ bool sm90_available();
 bool sm90_supports(const DeviceCaseView& view, bool contiguous);
 
 // Name of the tensor-core kernel that a prefill/fmha launch with this view
-// runs now: "wgmma (sm_90a)" or "mma.sync" (F32 K/V is prefill.cu's own).
+// runs now: "wgmma-ws (sm_90a)", "wgmma (sm_90a)" or "mma.sync" (F32 K/V is prefill.cu's own).
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 
-// Launches the sm_90a kernel; the caller has checked sm90_supports and
+// Cases the warp-specialised sm_90a kernel (attn_sm90_ws.cu: tensor-copy
+// loads, intra-warpgroup overlap, ping-pong) takes: head dim 128, K/V BF16
+// or F16 (contiguous: BF16), block sizes 8..256 that are powers of two,
+// cache strides in multiples of 16 bytes; not when PAGECHECK_ATTN_KERNEL is
+// "wgmma" (forces attn_sm90.cu's kernel, for comparisons).
+bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous);
+Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream);
+
+// Launches the sm_90a kernel (the warp-specialised one where it takes the
+// case); the caller has checked sm90_supports and
 // sm90_available. `p` as for launch_attn; p.contig_key set means contiguous.
 Status launch_attn_sm90(AttnParams p, bool contiguous, cudaStream_t stream);
 

@@ -406,6 +406,8 @@ static void small_checks() {
   std::printf("== small suite ==\n");
   { Spec s; s.q_lens = {1, 64, 3, 70}; s.seq_lens = {100, 64, 1, 150}; s.q_heads = 8; s.kv_heads = 2; s.block = 7; run_check(s, 11); }
   { Spec s; s.q_lens = {40}; s.seq_lens = {130}; s.q_heads = 4; s.kv_heads = 2; s.window = 33; s.block = 16; s.layout = KvLayout::HND; run_check(s, 12); }
+  { Spec s; s.q_lens = {300, 1, 64}; s.seq_lens = {700, 129, 64}; s.q_heads = 8; s.kv_heads = 2; s.window = 200; s.block = 8; run_check(s, 16); }
+  { Spec s; s.q_lens = {130}; s.seq_lens = {500}; s.q_heads = 4; s.kv_heads = 2; s.block = 256; s.q_dtype = DType::F32; run_check(s, 17); }
   { Spec s; s.q_lens = {33}; s.seq_lens = {90}; s.q_heads = 4; s.kv_heads = 2; s.dk = 192; s.dv = 128; s.kv_dtype = DType::F8_E4M3; run_check(s, 13); }
   { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 4; s.kv_heads = 2; s.dk = 256; s.dv = 256; s.kv_dtype = DType::F16; s.q_dtype = DType::F32; run_check(s, 14); }
   { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 2; s.kv_heads = 1; s.dk = 64; s.dv = 64; s.kv_dtype = DType::F32; s.q_dtype = DType::F32; run_check(s, 15); }
@@ -417,7 +419,7 @@ static void checks() {
   // q_len x kv_len sweep with block sizes, GQA 4.
   const int qls[] = {1, 17, 127};
   const int kvs[] = {54, 97, 512};
-  const int blocks[] = {1, 7, 16};
+  const int blocks[] = {1, 7, 8, 16, 64, 256};
   for (int b : blocks)
     for (int ql : qls)
       for (int kv : kvs) {
@@ -425,17 +427,18 @@ static void checks() {
         Spec s; s.q_lens = {ql, std::min(ql, 5)}; s.seq_lens = {kv, kv / 2 + 5}; s.q_heads = 8; s.kv_heads = 2; s.block = b;
         run_check(s, seed++);
       }
-  for (int b : {1, 7, 16}) {
+  for (int b : {1, 7, 16, 32, 128, 256}) {
     Spec s; s.q_lens = {577, 2, 64}; s.seq_lens = {2048, 97, 54}; s.q_heads = 8; s.kv_heads = 2; s.block = b;
     run_check(s, seed++);
   }
   // Mixed batch: decode + prefill + chunked.
   { Spec s; s.q_lens = {1, 64, 1, 200, 2}; s.seq_lens = {300, 64, 1, 700, 33}; run_check(s, seed++); }
   // Windows at their edges, softcap, non-causal.
-  for (std::int64_t w : {1, 16, 63, 64, 65, 200}) {
-    Spec s; s.q_lens = {127, 17}; s.seq_lens = {300, 97}; s.q_heads = 8; s.kv_heads = 2; s.window = w; s.block = 7;
-    run_check(s, seed++);
-  }
+  for (int b : {7, 16})
+    for (std::int64_t w : {1, 16, 63, 64, 65, 200}) {
+      Spec s; s.q_lens = {127, 17}; s.seq_lens = {300, 97}; s.q_heads = 8; s.kv_heads = 2; s.window = w; s.block = b;
+      run_check(s, seed++);
+    }
   { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.softcap = 5.f; run_check(s, seed++); }
   { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.causal = false; run_check(s, seed++); }
   { Spec s; s.q_lens = {77, 5}; s.seq_lens = {200, 90}; s.q_heads = 8; s.kv_heads = 2; s.causal = false; s.window = 50; run_check(s, seed++); }
@@ -471,8 +474,9 @@ static void checks() {
 
 // ---- benchmark --------------------------------------------------------------
 
-static void bench_shape(const char* name, int batch, int q_len, int seq_len) {
+static void bench_shape(const char* name, int batch, int q_len, int seq_len, int block = 16) {
   Spec s;
+  s.block = block;
   s.q_lens.assign(batch, q_len);
   s.seq_lens.assign(batch, seq_len);
   s.label = name;
@@ -554,6 +558,9 @@ int main(int argc, char** argv) {
     bench_shape("1 x 8192", 1, 8192, 8192);
     bench_shape("16 x 512", 16, 512, 512);
     bench_shape("chunked 4 x 512/4608", 4, 512, 4608);
+    bench_shape("8 x 2048 block 64", 8, 2048, 2048, 64);
+    bench_shape("8 x 2048 block 128", 8, 2048, 2048, 128);
+    bench_shape("8 x 2048 block 1", 8, 2048, 2048, 1);
   }
   std::printf("failures: %d\n", g_failures);
   return g_failures ? 1 : 0;

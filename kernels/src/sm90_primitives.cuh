@@ -1,0 +1,176 @@
+// Hopper (sm_90a) building blocks shared by the wgmma attention kernels
+// (attn_sm90.cu, attn_sm90_ws.cu): the 128-byte swizzled tile layout and its
+// wgmma descriptors, wgmma issue/commit/wait, mbarriers (with the tensor
+// copy engine's transaction counts), named barriers, setmaxnreg and TMA.
+// Included only by files compiled for sm_90a alone; on other targets the
+// bodies compile to nothing (PAGECHECK_SM90A_DEVICE unset).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pagecheck::gpu::attn {
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define PAGECHECK_SM90A_DEVICE 1
+#endif
+
+// ---- device helpers ---------------------------------------------------------
+
+// Byte offset of 16-byte chunk `chunk` (0..15) of row `row` in a tile of kRows
+// rows of 128 16-bit elements: two column halves of kRows x 128 bytes, each
+// 128-byte swizzled.
+template <int kRows>
+__device__ __forceinline__ std::uint32_t sw128(int row, int chunk) {
+  return static_cast<std::uint32_t>((chunk >> 3) * (kRows * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
+}
+
+// wgmma shared-memory matrix descriptor, 128-byte swizzle: start address,
+// leading and stride byte offsets (all >> 4), layout type 1 in bits 62-63.
+__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t leading_bytes,
+                                                   std::uint32_t stride_bytes) {
+  return static_cast<std::uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<std::uint64_t>(leading_bytes >> 4) << 16) |
+         (static_cast<std::uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulator registers
+// across the asynchronous wgmma that owns them.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N, int M>
+__device__ __forceinline__ void fence_regs_u(std::uint32_t (&r)[N][M]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+#ifdef PAGECHECK_SM90A_DEVICE
+// The 64 float accumulators of an m64n128 wgmma, as asm operands %0..%63.
+#define PC_WGMMA_D_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define PC_WGMMA_D_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+// D[64x128] (+)= A[64x16] (smem, K-major) * B[16x128] (smem, K-major);
+// TYPE bf16 or f16.
+#define PC_WGMMA_SS(TYPE, d, desc_a, desc_b, accumulate)                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
+#define PC_WGMMA_RS(TYPE, d, a, desc_b)                                                          \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                  \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#endif
+
+template <bool kF16>
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kF16)
+    PC_WGMMA_SS("f16", d, a, b, accumulate);
+  else
+    PC_WGMMA_SS("bf16", d, a, b, accumulate);
+#endif
+}
+template <bool kF16>
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kF16)
+    PC_WGMMA_RS("f16", d, a, b);
+  else
+    PC_WGMMA_RS("bf16", d, a, b);
+#endif
+}
+
+// ---- mbarriers and named barriers --------------------------------------------
+
+__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+// Waits until the barrier's phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+// Arrives once and adds `bytes` to the transaction count the current phase
+// waits for (the tensor copies that complete on this barrier).
+__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Arrives on named barrier `id` without waiting (the other side syncs).
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+// 4-D tensor copy global -> shared through tensor map `map` (the address of
+// a __grid_constant__ parameter), completing on mbarrier `bar`.
+__device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const void* map, std::uint32_t bar, int c0, int c1,
+                                            int c2, int c3) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+#endif
+}
+__device__ __forceinline__ void prefetch_tensor_map(const void* map) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
+#endif
+}
+// Register budget of this warpgroup (all four warps execute it); needs a
+// register cap at entry (__launch_bounds__(threads, 1)).
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+// Rows of S (this thread's two rows, g and g + 8): max and sum over the 32
+// values each, then across the four lanes of the row.
+__device__ __forceinline__ float row_max(const float (&s)[64], int h) {
+  float a = fmaxf(s[2 * h], s[2 * h + 1]), b = fmaxf(s[4 + 2 * h], s[4 + 2 * h + 1]);
+#pragma unroll
+  for (int nb = 2; nb < 16; nb += 2) {
+    a = fmaxf(a, fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]));
+    b = fmaxf(b, fmaxf(s[nb * 4 + 4 + 2 * h], s[nb * 4 + 4 + 2 * h + 1]));
+  }
+  a = fmaxf(a, b);
+  a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+  return fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+}
+
+}  // namespace pagecheck::gpu::attn
