@@ -463,9 +463,10 @@ int real_main(int argc, char** argv) {
   // would otherwise silently run the default kernel.
   if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0') {
     const std::string_view k = kernel;
-    if (k != "mma" && k != "auto") {
+    if (k != "mma" && k != "wgmma" && k != "auto") {
       fmt::print(stderr, "pagecheck: PAGECHECK_ATTN_KERNEL='{}' is not a kernel choice; use mma (the portable "
-                         "mma.sync kernel) or auto (the default: wgmma on compute capability 9.0)\n", k);
+                         "mma.sync kernel), wgmma (the first sm_90a kernel, without warp specialisation) or auto "
+                         "(the default: the warp-specialised wgmma kernel on compute capability 9.0)\n", k);
       return exit_code::kUsage;
     }
   }

@@ -177,6 +177,7 @@ run_steps() {
   step gpu_test_decode 200 test_gpu_decode &
   step gpu_test_prefill 200 test_gpu_prefill &
   step gpu_test_prefill_mma 200 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
+  step gpu_test_prefill_wgmma 200 env PAGECHECK_ATTN_KERNEL=wgmma test_gpu_prefill &
   [ -x "$EXT/tests/gpu/test_gpu_external" ] && step gpu_test_external 200 "$EXT/tests/gpu/test_gpu_external" &
   step suite 300 pagecheck run --paths "$all" --no-timing --json "$OUT/suite.json" &
   step suite_mma 300 env PAGECHECK_ATTN_KERNEL=mma pagecheck run --paths reference,prefill,fmha --no-timing \

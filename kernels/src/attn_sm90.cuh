@@ -23,7 +23,9 @@ bool sm90_available();
 bool sm90_supports(const DeviceCaseView& view, bool contiguous);
 
 // Name of the tensor-core kernel that a prefill/fmha launch with this view
-// runs now: "wgmma-ws (sm_90a)", "wgmma (sm_90a)" or "mma.sync" (F32 K/V is prefill.cu's own).
+// runs now: "wgmma-ws tma (sm_90a)" / "wgmma-ws rows (sm_90a)" (the
+// warp-specialised kernel and its K/V loader), "wgmma (sm_90a)" or
+// "mma.sync" (F32 K/V is prefill.cu's own).
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 
 // Cases the warp-specialised sm_90a kernel (attn_sm90_ws.cu: tensor-copy
@@ -32,6 +34,9 @@ const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 // cache strides in multiples of 16 bytes; not when PAGECHECK_ATTN_KERNEL is
 // "wgmma" (forces attn_sm90.cu's kernel, for comparisons).
 bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous);
+// Whether that kernel copies pages of `block_size` slots by tensor copies
+// (whole boxes) rather than its row producer (cp.async per key).
+bool sm90_ws_uses_tma(int block_size);
 Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream);
 
 // Launches the sm_90a kernel (the warp-specialised one where it takes the

@@ -46,8 +46,8 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 #include "attn_sm90.cuh"
@@ -57,29 +57,49 @@
 namespace pagecheck::gpu::attn {
 namespace {
 
-template <KvKind KV_, bool CONTIG_>
+// Where K/V tiles come from and how they are copied.
+enum class KvSource {
+  PagedTma,    // pages of 64+ slots: whole boxes by tensor copy from one producer warp
+  PagedRows,   // any page size: one key per producer lane, 16-byte cp.async rows
+  Contiguous,  // the gather's workspace (fmha): one 128-row box per tile
+};
+
+template <KvKind KV_, KvSource SRC_>
 struct WsTraits {
   static constexpr int DK = 128;
   static constexpr int DV = 128;
   static constexpr KvKind KV = KV_;
-  static constexpr bool CONTIG = CONTIG_;
+  static constexpr KvSource SRC = SRC_;
+  static constexpr bool CONTIG = SRC == KvSource::Contiguous;
+  static constexpr bool kTma = SRC != KvSource::PagedRows;
   static constexpr bool kF16 = KV == KvKind::F16;  // operand type: F16, else BF16
   static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
-  static constexpr int kBlockM = 128;              // query rows per CTA, 64 per consumer warpgroup
+  static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
   static constexpr int kBlockN = 128;              // keys per tile
   static constexpr int kStages = 2;
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile
-  static constexpr int kBarrierBytes = 4 * kStages * 8;
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // Row copies: each producer lane's key offsets, [K/V][stage][key].
+  static constexpr int kOffsetBytes = kTma ? 0 : 2 * kStages * kBlockN * 8;
+  // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
+  static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
+  // The tensor-copy producer is one warp with nothing to hold; the row
+  // producer keeps a key's page and offsets (24 registers spill there).
+  static constexpr int kProducerRegs = kTma ? 24 : 56;
+  static constexpr int kConsumerRegs = kTma ? 240 : 224;
+  // Full barriers: one arrival (lane 0, with the transaction bytes), or one
+  // per producer lane as its row copies land.
+  static constexpr int kFullArrivals = kTma ? 1 : 128;
   // +1024: the dynamic shared memory base is aligned up to the swizzle atom.
-  static constexpr int kSmemBytes = 1024 + kQBytes + 2 * kStages * kTileBytes + kBarrierBytes;
-  static constexpr int kSplitQueryBytes = kQBytes + 1024;  // a split query's lo tile, 1024-aligned
-  static_assert(kSmemBytes + kSplitQueryBytes <= 227 * 1024, "shared memory over the sm_90 limit");
+  // Two Q buffers: the producer copies the next work tile's Q while the
+  // consumers finish the current one. A split query (loaded and split by
+  // the consumers) keeps hi in the first and lo in the second.
+  static constexpr int kSmemBytes = 1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kOffsetBytes + kBarrierBytes;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
+  static_assert(kBlockN == 128, "the row producer gives each of its 128 lanes one key of a tile");
 };
 
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
@@ -88,36 +108,99 @@ constexpr int kQBar = 1;
 constexpr int kTurnBar = 3;
 
 struct WsParams {
-  CUtensorMap key_map;    // (dim, slot, head, block) over the key cache (or the contiguous K)
+  CUtensorMap key_map;    // (dim, slot|head, head|slot, block) over the key cache (or the contiguous K)
   CUtensorMap value_map;  // same over V
+  CUtensorMap query_map;  // (dim, q head, token) over the query, boxes of 64 dims x group heads x 128 / group tokens
   AttnParams a;
-  std::int32_t box_rows = 0;       // slots per tensor-copy box: min(block_size, 128), 128 contiguous
-  std::int32_t boxes_per_tile = 0; // kBlockN / box_rows
-  std::int32_t head_inner = 0;     // the maps order (dim, head, slot, block): head stride < slot stride
+  std::int64_t num_work = 0;        // tiles_per_seq * num_seqs * kv_heads work tiles, heaviest first
+  std::int32_t box_rows = 0;        // slots per tensor-copy box: min(block_size, 128), 128 contiguous
+  std::int32_t boxes_per_tile = 0;  // kBlockN / box_rows
+  std::int32_t head_inner = 0;      // the maps order (dim, head, slot, block): head stride < slot stride
+  // Work order: (sequence, KV head) pairs in sections of this many, whose
+  // K/V fit in L2 together; heaviest query tiles first inside a section.
+  std::int32_t pairs_per_section = 1;
+  // The producer copies Q (query in the operand type, group divides 128, no
+  // split query); otherwise the consumers load and convert it.
+  std::int32_t q_tma = 0;
 };
 
-// ---- producer -------------------------------------------------------------------
+// One work tile: 128 query rows of one (sequence, KV head), and the key
+// range they see. Producer and consumers decode the same sequence of these.
+struct Work {
+  std::int64_t seq = 0;
+  std::int64_t q_begin = 0;
+  int kv_head = 0;
+  int row0 = 0, rows_total = 0;
+  int seq_len = 0;
+  int pos0 = 0, min_pos = 0, max_pos = 0;
+  int key_lo = 0, key_hi = 0;
+  int tile_first = 0, num_tiles = 0;
+};
+
+// Work index w: section w / (pairs_per_section * tiles_per_seq); inside
+// it, query tile tiles_per_seq - 1 - local / n (heaviest first) of pair
+// first_pair + local % n, pair = kv_head * num_seqs + seq. False when the
+// tile holds no query row of its sequence.
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, Work& k) {
+  const AttnParams& p = wp.a;
+  const DeviceCaseView& view = p.view;
+  const std::int64_t num_seqs = view.kv.num_seqs;
+  const std::int64_t pairs = num_seqs * view.kv.kv_heads;
+  const std::int64_t per_section = static_cast<std::int64_t>(wp.pairs_per_section) * p.tiles_per_seq;
+  const std::int64_t section = w / per_section;
+  const std::int64_t first_pair = section * wp.pairs_per_section;
+  const std::int64_t n = min(static_cast<std::int64_t>(wp.pairs_per_section), pairs - first_pair);
+  const std::int64_t local = w - section * per_section;
+  const std::int64_t pair = first_pair + local % n;
+  const int tile = p.tiles_per_seq - 1 - static_cast<int>(local / n);
+  k.seq = pair % num_seqs;
+  k.kv_head = static_cast<int>(pair / num_seqs);
+  k.q_begin = view.query_start_loc[k.seq];
+  const int q_len = static_cast<int>(view.query_start_loc[k.seq + 1] - k.q_begin);
+  const int seq_len = view.kv.seq_lens[k.seq];
+  k.seq_len = seq_len;
+  k.rows_total = q_len * p.group;
+  k.row0 = tile * kBlockM;
+  if (k.row0 >= k.rows_total) return false;
+  k.pos0 = seq_len - q_len;
+  const int last_row = min(k.row0 + kBlockM, k.rows_total) - 1;
+  k.min_pos = k.pos0 + k.row0 / p.group;
+  k.max_pos = k.pos0 + last_row / p.group;
+  k.key_lo = 0;
+  k.key_hi = seq_len;
+  if (view.causal) k.key_hi = max(0, min(seq_len, k.max_pos + 1));
+  if (view.window > 0)
+    k.key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), k.min_pos - view.window + 1));
+  k.key_lo = min(k.key_lo, k.key_hi);
+  k.tile_first = k.key_lo / kBlockN;
+  k.num_tiles = (k.key_hi + kBlockN - 1) / kBlockN - k.tile_first;
+  return true;
+}
+
+// ---- producer: tensor copies ------------------------------------------------------
 
 // One K or V tile of key tile `kt` into `tile` (kBlockN rows x 128 dims, two
-// column halves of 128-byte swizzled rows): whole boxes by tensor copy, edge
-// boxes row by row. `pages` holds lane b's page of box b (lanes past the
-// boxes: unused). Lane 0 arrives on `full` with the copied bytes.
+// column halves of 128-byte swizzled rows): whole boxes by tensor copy,
+// edge boxes row by row. A box is whole when its slots lie in [key_lo,
+// seq_len): keys in [key_hi, seq_len) are real (finite) keys that S masks,
+// while slots past seq_len may hold NaN (and P = 0 times NaN would poison O)
+// and keys below a window's start may sit in pages a runtime has reused.
+// Lane b holds the page of box b in `page`. Lane 0 arrives on `full` with
+// the copied bytes.
 template <class T, bool kValue>
-__device__ __forceinline__ void produce_tile(const WsParams& p, std::uint32_t tile, std::uint32_t full, int kt,
-                                             std::int32_t page, std::int64_t seq, int kv_head, int key_lo,
-                                             int key_hi, int lane) {
+__device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_t tile, std::uint32_t full, int kt,
+                                                 std::int32_t page, const Work& k, int lane) {
   const void* map = kValue ? static_cast<const void*>(&p.value_map) : static_cast<const void*>(&p.key_map);
   const int key0 = kt * T::kBlockN;
   const int box_rows = p.box_rows;
-  const bool edge = key0 < key_lo || key0 + T::kBlockN > key_hi;
+  const bool edge = key0 < k.key_lo || key0 + T::kBlockN > k.seq_len;
   std::uint32_t edge_boxes = 0;  // bit b: box b is copied row by row
   if (edge) {
     for (int b = 0; b < p.boxes_per_tile; ++b) {
       const int k0 = key0 + b * box_rows;
-      if (k0 < key_lo || k0 + box_rows > key_hi) edge_boxes |= 1u << b;
+      if (k0 < k.key_lo || k0 + box_rows > k.seq_len) edge_boxes |= 1u << b;
     }
-    // Rows of edge boxes: lanes 0-15 take the 16 chunks of one row, 16-31
-    // those of the next.
     const char* base = static_cast<const char*>(
         kValue ? (T::CONTIG ? p.a.contig_value : p.a.view.kv.value_data)
                : (T::CONTIG ? p.a.contig_key : p.a.view.kv.key_data));
@@ -125,18 +208,16 @@ __device__ __forceinline__ void produce_tile(const WsParams& p, std::uint32_t ti
     for (int b = 0; b < p.boxes_per_tile; ++b) {
       if (!(edge_boxes & (1u << b))) continue;
       const std::int64_t box_page = __shfl_sync(0xffffffffu, page, b);
+      // Lanes 0-15 take the 16 chunks of one row, 16-31 those of the next.
       for (int r = lane / 16; r < box_rows; r += 2) {
         const int row = b * box_rows + r, key = key0 + row, chunk = lane % 16;
-        const bool valid = key >= key_lo && key < key_hi;
-        std::int64_t offset = 0;
-        if constexpr (T::CONTIG) {
-          offset = ((seq * p.a.contig_capacity + key) * p.a.view.kv.kv_heads + kv_head) * T::DK;
-        } else {
-          const int slot = T::CONTIG ? 0 : key % p.a.view.kv.block_size;
-          offset = box_page * st.block + slot * st.slot + kv_head * st.head;
-        }
-        const std::uint32_t dst = tile + (chunk >> 3) * (T::kBlockN * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
-        cp_async16(dst, valid ? base + (offset + chunk * 8) * 2 : base, valid);
+        const bool valid = key >= k.key_lo && key < k.key_hi;
+        std::int64_t offset;
+        if constexpr (T::CONTIG)
+          offset = ((k.seq * p.a.contig_capacity + key) * p.a.view.kv.kv_heads + k.kv_head) * T::DK;
+        else
+          offset = box_page * st.block + (key % p.a.view.kv.block_size) * st.slot + k.kv_head * st.head;
+        cp_async16(tile + sw128<T::kBlockN>(row, chunk), valid ? base + (offset + chunk * 8) * 2 : base, valid);
       }
     }
     cp_async_commit();
@@ -144,26 +225,40 @@ __device__ __forceinline__ void produce_tile(const WsParams& p, std::uint32_t ti
     fence_proxy_async();
     __syncwarp();
   }
-  // Whole boxes: lane 0 announces the bytes, then copies.
   const int whole = p.boxes_per_tile - __popc(edge_boxes);
   if (lane == 0) mbar_arrive_expect_tx(full, static_cast<std::uint32_t>(whole * box_rows * 256));
-  for (int b = 0; b < p.boxes_per_tile; ++b) {
-    const std::int32_t box_page = __shfl_sync(0xffffffffu, page, b);
-    if (lane != 0 || (edge_boxes & (1u << b))) continue;
+  // Lane 2 b + h copies column half h of box b: up to 16 boxes (pages of 8
+  // slots) in one instruction; one lane issuing them in turn held block 16
+  // at 221 TFLOP/s (8 x 2048) against 460 for block 64.
+  const int b = lane >> 1, half = lane & 1;
+  const std::int32_t box_page = __shfl_sync(0xffffffffu, page, b & 15);
+  if (b < p.boxes_per_tile && !(edge_boxes & (1u << b))) {
     const int k0 = key0 + b * box_rows;
-    int slot, block;
-    if constexpr (T::CONTIG) {
-      slot = k0;
-      block = static_cast<int>(seq);
-    } else {
-      slot = k0 % p.a.view.kv.block_size;
-      block = box_page;
-    }
-    const std::uint32_t dst = tile + b * box_rows * 128;
-    const int c1 = p.head_inner ? kv_head : slot, c2 = p.head_inner ? slot : kv_head;
-    tma_load_4d(dst, map, full, 0, c1, c2, block);
-    tma_load_4d(dst + T::kBlockN * 128, map, full, 64, c1, c2, block);
+    const int slot = T::CONTIG ? k0 : k0 % p.a.view.kv.block_size;
+    const int block = T::CONTIG ? static_cast<int>(k.seq) : box_page;
+    const int c1 = p.head_inner ? k.kv_head : slot, c2 = p.head_inner ? slot : k.kv_head;
+    tma_load_4d(tile + b * box_rows * 128 + half * (T::kBlockN * 128), map, full, 64 * half, c1, c2, block);
   }
+}
+
+// ---- producer: row copies -------------------------------------------------------------
+
+// Producer warp pw's 32 rows of a K or V tile whose element offsets (-1:
+// outside [key_lo, key_hi), zero-filled) are in `offsets`; each lane
+// arrives on `full` once its own copies have landed.
+template <class T, bool kValue>
+__device__ __forceinline__ void produce_tile_rows(const WsParams& p, std::uint32_t tile, std::uint32_t full,
+                                                  const std::int64_t* offsets, int pw, int lane) {
+  const char* base = static_cast<const char*>(kValue ? p.a.view.kv.value_data : p.a.view.kv.key_data);
+  // Lanes 0-15 take the 16 chunks of row 2j, lanes 16-31 those of 2j + 1.
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    const int row = 32 * pw + 2 * j + lane / 16, chunk = lane % 16;
+    const std::int64_t offset = offsets[row];
+    const bool valid = offset >= 0;
+    cp_async16(tile + sw128<T::kBlockN>(row, chunk), valid ? base + (offset + chunk * 8) * 2 : base, valid);
+  }
+  cp_async_mbar_arrive_noinc(full);
 }
 
 template <class T>
@@ -172,54 +267,35 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK;
   constexpr int kDBlocks = T::DV / 8;  // n8 blocks of O
   const DeviceCaseView& view = p.a.view;
-
-  const std::int64_t work = blockIdx.x;
-  const std::int64_t num_seqs = view.kv.num_seqs;
-  const int kv_heads = view.kv.kv_heads;
-  const std::int64_t seq = work % num_seqs;
-  const int kv_head = static_cast<int>((work / num_seqs) % kv_heads);
-  const int tile = p.a.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
-
   const int group = p.a.group;
-  const std::int64_t q_begin = view.query_start_loc[seq];
-  const std::int64_t q_end = view.query_start_loc[seq + 1];
-  const int seq_len = view.kv.seq_lens[seq];
-  const int q_len = static_cast<int>(q_end - q_begin);
-  const int rows_total = q_len * group;
-  const int row0 = tile * kBlockM;
-  if (row0 >= rows_total) return;
-
-  const int pos0 = seq_len - q_len;
-  const int last_row = min(row0 + kBlockM, rows_total) - 1;
-  const int min_pos = pos0 + row0 / group;
-  const int max_pos = pos0 + last_row / group;
-  const bool causal = view.causal;
-  const std::int64_t window = view.window;
-  int key_lo = 0, key_hi = seq_len;
-  if (causal) key_hi = max(0, min(seq_len, max_pos + 1));
-  if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
-  key_lo = min(key_lo, key_hi);
-  const int tile_first = key_lo / kBlockN;
-  const int num_tiles = (key_hi + kBlockN - 1) / kBlockN - tile_first;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t raw_base = smem_u32(smem_raw);
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
-  const std::uint32_t k_smem = q_smem + T::kQBytes;                    // [stage] K tiles
+  unsigned char* smem = smem_raw + (q_smem - raw_base);
+  const std::uint32_t k_smem = q_smem + 2 * T::kQBytes;                // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
-  const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
+  const int offsets_at = 2 * T::kQBytes + 2 * T::kStages * T::kTileBytes;
+  std::int64_t* offsets = reinterpret_cast<std::int64_t*>(smem + offsets_at);  // row producer: [K/V][stage][key]
+  const std::uint32_t bars = q_smem + offsets_at + T::kOffsetBytes;
   const bool split_q = p.a.split_query != 0;
-  const std::uint32_t q_lo_smem = (bars + T::kBarrierBytes + 1023u) & ~1023u;
+  const std::uint32_t q_lo_smem = q_smem + T::kQBytes;  // a split query's lo rows (Q buffer 1)
   const auto k_full = [&](int s) { return bars + 8 * s; };
   const auto v_full = [&](int s) { return bars + 8 * (T::kStages + s); };
   const auto k_empty = [&](int s) { return bars + 8 * (2 * T::kStages + s); };
   const auto v_empty = [&](int s) { return bars + 8 * (3 * T::kStages + s); };
+  const auto q_full = [&](int b) { return bars + 8 * (4 * T::kStages + b); };
+  const auto q_empty = [&](int b) { return bars + 8 * (4 * T::kStages + 2 + b); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < T::kStages; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
+      mbar_init(k_full(s), T::kFullArrivals);
+      mbar_init(v_full(s), T::kFullArrivals);
       mbar_init(k_empty(s), 8);  // one arrival per consumer warp
       mbar_init(v_empty(s), 8);
+    }
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(q_full(b), 1);
+      mbar_init(q_empty(b), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -227,257 +303,354 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= 8) {
-    // ---- producer ----------------------------------------------------------------
+    // ---- producer ------------------------------------------------------------------
+    // Tiles in the order the consumers take them: K_0, then K_j with
+    // V_{j-1}, then V_{n-1}; `count` numbers tiles over all work of this
+    // CTA (stage count % kStages, phase (count / kStages) & 1).
     setmaxnreg_dec<T::kProducerRegs>();
-    if (warp != 8) return;
-    prefetch_tensor_map(&p.key_map);
-    prefetch_tensor_map(&p.value_map);
-    const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
-    // Lane b: the page of box b of tile kt (0 where the box has no key in
-    // [key_lo, key_hi): its entry may not exist).
-    const auto load_page = [&](int kt) -> std::int32_t {
-      if (T::CONTIG || lane >= p.boxes_per_tile) return 0;
-      const int k0 = kt * kBlockN + lane * p.box_rows;
-      if (k0 >= key_hi || k0 + p.box_rows <= key_lo) return 0;
-      return ld_global_nc(view.kv.page_indices + table_begin + k0 / view.kv.block_size);
-    };
-    std::int32_t next_page = num_tiles > 0 ? load_page(tile_first) : 0;
-    for (int i = 0; i < num_tiles; ++i) {
-      const int kt = tile_first + i, s = i % T::kStages;
-      const int parity = ((i / T::kStages) & 1) ^ 1;
-      const std::int32_t page = next_page;
-      if (i + 1 < num_tiles) next_page = load_page(kt + 1);  // a tile ahead
-      if (i >= T::kStages) mbar_wait(k_empty(s), parity);
-      produce_tile<T, false>(p, k_smem + s * T::kTileBytes, k_full(s), kt, page, seq, kv_head, key_lo, key_hi, lane);
-      if (i >= T::kStages) mbar_wait(v_empty(s), parity);
-      produce_tile<T, true>(p, v_smem + s * T::kTileBytes, v_full(s), kt, page, seq, kv_head, key_lo, key_hi, lane);
+    if (T::kTma && warp != 8) return;
+    if (warp == 8) {
+      if (T::kTma) {
+        prefetch_tensor_map(&p.key_map);
+        prefetch_tensor_map(&p.value_map);
+      }
+      if (p.q_tma) prefetch_tensor_map(&p.query_map);
+    }
+    const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
+    const int my_key = 32 * pw + lane;
+    std::int64_t count = 0, item = 0;
+    for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
+      Work k;
+      if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
+      if (p.q_tma && warp == 8) {
+        // Q of this work tile into buffer item % 2, once the consumers are
+        // done with the work tile two before.
+        const int b = static_cast<int>(item & 1);
+        if (item >= 2) mbar_wait(q_empty(b), static_cast<int>((item >> 1) & 1) ^ 1);
+        if (lane == 0) {
+          const std::uint32_t dst = q_smem + b * T::kQBytes;
+          const int token0 = static_cast<int>(k.q_begin + k.row0 / group);
+          const int head0 = k.kv_head * group;
+          mbar_arrive_expect_tx(q_full(b), T::kQBytes);
+          tma_load_3d(dst, &p.query_map, q_full(b), 0, head0, token0);
+          tma_load_3d(dst + kBlockM * 128, &p.query_map, q_full(b), 64, head0, token0);
+        }
+        __syncwarp();
+      }
+      ++item;
+      if (k.num_tiles == 0) continue;
+      const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[k.seq];
+      // Tensor copies: lane b reads the page of box b; rows: each lane the
+      // page of its key. 0 where nothing of it is in [key_lo, key_hi).
+      const auto load_page = [&](int kt) -> std::int32_t {
+        if constexpr (T::CONTIG) {
+          return 0;
+        } else if constexpr (T::kTma) {
+          if (lane >= p.boxes_per_tile) return 0;
+          const int k0 = kt * kBlockN + lane * p.box_rows;
+          if (k0 >= k.key_hi || k0 + p.box_rows <= k.key_lo) return 0;
+          return ld_global_nc(view.kv.page_indices + table_begin + k0 / view.kv.block_size);
+        } else {
+          const int key = kt * kBlockN + my_key;
+          if (key < k.key_lo || key >= k.key_hi) return 0;
+          return ld_global_nc(view.kv.page_indices + table_begin + block_of(p.a, key));
+        }
+      };
+      const auto load = [&](bool value, int kt, std::int32_t page, std::int64_t c) {
+        const int s = static_cast<int>(c % T::kStages);
+        if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
+        const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
+        const std::uint32_t full = value ? v_full(s) : k_full(s);
+        if constexpr (T::kTma) {
+          if (value)
+            produce_tile_tma<T, true>(p, tile, full, kt, page, k, lane);
+          else
+            produce_tile_tma<T, false>(p, tile, full, kt, page, k, lane);
+        } else {
+          std::int64_t* off = offsets + (value ? T::kStages * kBlockN : 0) + s * kBlockN;
+          const int key = kt * kBlockN + my_key;
+          const bool valid = key >= k.key_lo && key < k.key_hi;
+          __syncwarp();  // every lane is done reading this stage's previous offsets
+          off[my_key] = !valid ? -1
+                        : value ? kv_row_offset<T, true>(p.a, k.seq, key, page, k.kv_head)
+                                : kv_row_offset<T, false>(p.a, k.seq, key, page, k.kv_head);
+          __syncwarp();
+          if (value)
+            produce_tile_rows<T, true>(p, tile, full, off, pw, lane);
+          else
+            produce_tile_rows<T, false>(p, tile, full, off, pw, lane);
+        }
+      };
+      std::int32_t page = load_page(k.tile_first);
+      std::int32_t next_page = k.num_tiles > 1 ? load_page(k.tile_first + 1) : 0;
+      load(false, k.tile_first, page, count);
+      for (int j = 1; j < k.num_tiles; ++j) {
+        const std::int32_t prev_page = page;
+        page = next_page;
+        if (j + 1 < k.num_tiles) next_page = load_page(k.tile_first + j + 1);  // a tile ahead
+        load(false, k.tile_first + j, page, count + j);
+        load(true, k.tile_first + j - 1, prev_page, count + j - 1);
+      }
+      load(true, k.tile_first + k.num_tiles - 1, page, count + k.num_tiles - 1);
+      count += k.num_tiles;
     }
     return;
   }
 
   // ---- consumer warpgroups ----------------------------------------------------------
   setmaxnreg_inc<T::kConsumerRegs>();
-  const int wg = threadIdx.x / 128;  // 0 or 1: query rows 64 wg .. 64 wg + 63
+  const int wg = threadIdx.x / 128;  // 0 or 1: query rows 64 wg .. 64 wg + 63 of a work tile
   const int wg_thread = threadIdx.x % 128;
   const int warp_in_wg = warp % 4;
   const int g = lane / 4, t = lane % 4;
   const int wg_row = wg * 64 + warp_in_wg * 16;  // first row of this warp inside the tile
-
-  // This warpgroup's 64 Q rows -> smem (operand type); rows past the
-  // sequence's query are zeros.
-  {
-    const DType qdt = view.query_dtype;
-    const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
-    const int qsize = qdt == DType::F32 ? 4 : 2;
-#pragma unroll 2
-    for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
-      const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
-      const int row = row0 + r;
-      const bool valid = row < rows_total;
-      const std::int64_t token = q_begin + row / group;
-      const int head = kv_head * group + row % group;
-      const char* src = static_cast<const char*>(view.query) +
-                        ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
-      const std::uint32_t dst = q_smem + sw128<kBlockM>(r, chunk);
-      if (direct_copy) {
-        cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
-      } else {
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (valid) load8_as_float(qdt, src, f);
-        if (split_q) {
-          uint4 hi, lo;
-          split8<T::kF16>(f, hi, lo);
-          st_shared16(dst, hi);
-          st_shared16(dst - q_smem + q_lo_smem, lo);
-        } else {
-          st_shared16(dst, pack8<T::kF16>(f));
-        }
-      }
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    fence_proxy_async();
-    named_sync(kQBar + wg, 128);  // this warpgroup's Q rows are in
-  }
-
-  float o[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  const bool causal = view.causal;
+  const std::int64_t window = view.window;
   const bool has_softcap = p.a.softcap_out != 0.f;
   const float exp_scale = has_softcap ? 1.f : p.a.logit_mul;
-  const std::uint32_t q_wg = q_smem + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
   const std::uint32_t q_lo_wg = q_lo_smem + wg * 64 * 128;
 
   const auto turn_sync = [&] { named_sync(kTurnBar + wg, 256); };
   const auto turn_pass = [&] { named_arrive(kTurnBar + (wg ^ 1), 256); };
-  const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-      const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-      wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
-    }
-    if (split_q) {  // S += Q_lo K^T
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; ++kk) {
-        const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-        const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-        wgmma_ss<T::kF16>(sacc, da, db, true);
-      }
-    }
-  };
-  // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
-  // leading byte offset = the second 64-dim column half, stride = 8 keys.
-  const auto issue_pv = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_rs<T::kF16>(o, pa[kk], dv);
-    }
-  };
   const auto release = [&](std::uint32_t bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
-  // Masks S of key tile kt, then turns it into P (in place, unnormalised,
-  // base 2) and updates m and l; returns the rescale factors of O.
-  const auto softmax = [&](float (&sacc)[64], int kt, float (&alphas)[2]) {
-    if (has_softcap) {
-#pragma unroll
-      for (int e = 0; e < 64; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
-    }
-    const int n0 = kt * kBlockN;
-    const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
-                           (window > 0 && n0 <= max_pos - window);
-    if (need_mask) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int pos = pos0 + (row0 + wg_row + g + 8 * h) / group;
-        const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);
-        const int vis_lo =
-            window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
-#pragma unroll
-        for (int nb = 0; nb < 16; ++nb)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = n0 + nb * 8 + 2 * t + e;
-            if (key < vis_lo || key >= vis_hi) sacc[nb * 4 + 2 * h + e] = -INFINITY;
-          }
-      }
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
-      const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-      float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < 16; ++nb) {
-        sacc[nb * 4 + 2 * h] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h], exp_scale, -ref));
-        sacc[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h + 1], exp_scale, -ref));
-        sum_a += sacc[nb * 4 + 2 * h];
-        sum_b += sacc[nb * 4 + 2 * h + 1];
-      }
-      l[h] = l[h] * alpha + (sum_a + sum_b);
-      alphas[h] = alpha;
-    }
-  };
-  // P (registers, operand type) in the A-fragment layout: k-step kk holds
-  // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
-  const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-      pa[kk][1] = pack2<T::kF16>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-      pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-      pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-    }
+  // Tiles a row producer filled: its generic-proxy writes, seen through the
+  // mbarrier, are made visible to the tensor cores' reads.
+  const auto landed = [&] {
+    if constexpr (!T::kTma) fence_proxy_async();
   };
 
-  if (num_tiles > 0) {
-    if (wg == 1) turn_pass();  // warpgroup 0 issues first
-    std::uint32_t pa[kBlockN / 16][4];
-    float sacc[64];
-    float alphas[2];
-    // Tile 0: S alone.
-    mbar_wait(k_full(0), 0);
-    turn_sync();
-    wgmma_fence();
-    issue_s(sacc, k_smem);
-    wgmma_commit();
-    turn_pass();  // P V of the last tile is issued after this
-    wgmma_wait<0>();
-    fence_regs(sacc);
-    release(k_empty(0));
-    softmax(sacc, tile_first, alphas);
-    to_operand(sacc, pa);
-    for (int i = 1; i < num_tiles; ++i) {
-      const int s = i % T::kStages, sp = (i - 1) % T::kStages;
-      mbar_wait(k_full(s), (i / T::kStages) & 1);
-      turn_sync();
-      wgmma_fence();
-      issue_s(sacc, k_smem + s * T::kTileBytes);
-      wgmma_commit();
-      mbar_wait(v_full(sp), ((i - 1) / T::kStages) & 1);
-      issue_pv(pa, v_smem + sp * T::kTileBytes);
-      wgmma_commit();
-      turn_pass();
-      wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
-      fence_regs(sacc);
-      release(k_empty(s));
-      softmax(sacc, tile_first + i, alphas);
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs(sacc);
-      fence_regs_u(pa);
-      release(v_empty(sp));
-      if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
-#pragma unroll
-        for (int d = 0; d < kDBlocks; ++d) {
-          o[d * 4 + 0] *= alphas[0];
-          o[d * 4 + 1] *= alphas[0];
-          o[d * 4 + 2] *= alphas[1];
-          o[d * 4 + 3] *= alphas[1];
+  // Warpgroup 0 issues first; it consumes warpgroup 1's last pass at the end.
+  if (wg == 1) turn_pass();
+  std::int64_t count = 0, item = 0;
+  for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
+    Work k;
+    if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
+    const int q_buf = split_q ? 0 : static_cast<int>(item & 1);
+    const std::uint32_t q_wg = q_smem + q_buf * T::kQBytes + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
+
+    if (p.q_tma) {
+      mbar_wait(q_full(q_buf), static_cast<int>((item >> 1) & 1));
+    } else {
+      // This warpgroup's 64 Q rows -> smem (operand type); rows past the
+      // sequence's query are zeros. Its previous S GEMMs have completed.
+      const DType qdt = view.query_dtype;
+      const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
+      const int qsize = qdt == DType::F32 ? 4 : 2;
+#pragma unroll 2
+      for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
+        const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
+        const int row = k.row0 + r;
+        const bool valid = row < k.rows_total;
+        const std::int64_t token = k.q_begin + row / group;
+        const int head = k.kv_head * group + row % group;
+        const char* src = static_cast<const char*>(view.query) +
+                          ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
+        const std::uint32_t dst = q_smem + q_buf * T::kQBytes + sw128<kBlockM>(r, chunk);
+        if (direct_copy) {
+          cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
+        } else {
+          float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          if (valid) load8_as_float(qdt, src, f);
+          if (split_q) {
+            uint4 hi, lo;
+            split8<T::kF16>(f, hi, lo);
+            st_shared16(dst, hi);
+            st_shared16(dst + T::kQBytes, lo);  // buffer 0 -> buffer 1
+          } else {
+            st_shared16(dst, pack8<T::kF16>(f));
+          }
         }
       }
-      to_operand(sacc, pa);
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async();
+      named_sync(kQBar + wg, 128);  // this warpgroup's Q rows are in
     }
-    // P V of the last tile.
-    {
-      const int sp = (num_tiles - 1) % T::kStages;
-      mbar_wait(v_full(sp), ((num_tiles - 1) / T::kStages) & 1);
-      turn_sync();
-      wgmma_fence();
-      issue_pv(pa, v_smem + sp * T::kTileBytes);
-      wgmma_commit();
-      if (wg == 0) turn_pass();  // warpgroup 1's last issue: nobody waits for a pass
-      wgmma_wait<0>();
-      fence_regs(o);
-      fence_regs_u(pa);
-      release(v_empty(sp));
+
+    float o[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[i] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
+#pragma unroll
+      for (int kk = 0; kk < DK / 16; ++kk) {
+        const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
+        const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
+        wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
+      }
+      if (split_q) {  // S += Q_lo K^T
+#pragma unroll
+        for (int kk = 0; kk < DK / 16; ++kk) {
+          const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
+          const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
+          wgmma_ss<T::kF16>(sacc, da, db, true);
+        }
+      }
+    };
+    // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
+    // leading byte offset = the second 64-dim column half, stride = 8 keys.
+    const auto issue_pv = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
+        wgmma_rs<T::kF16>(o, pa[kk], dv);
+      }
+    };
+    // Masks S of key tile kt, turns it into P in place (unnormalised, base
+    // 2) and updates m and l; `alphas` receives O's rescale factors.
+    const auto softmax = [&](float (&sacc)[64], int kt, float (&alphas)[2]) {
+      if (has_softcap) {
+#pragma unroll
+        for (int e = 0; e < 64; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
+      }
+      const int n0 = kt * kBlockN;
+      const bool need_mask = n0 + kBlockN > k.key_hi || n0 < k.key_lo ||
+                             (causal && n0 + kBlockN - 1 > k.min_pos) || (window > 0 && n0 <= k.max_pos - window);
+      if (need_mask) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int pos = k.pos0 + (k.row0 + wg_row + g + 8 * h) / group;
+          const int vis_hi = min(k.key_hi, causal ? pos + 1 : k.key_hi);
+          const int vis_lo =
+              window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(k.key_lo), pos - window + 1)) : k.key_lo;
+#pragma unroll
+          for (int nb = 0; nb < 16; ++nb)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = n0 + nb * 8 + 2 * t + e;
+              if (key < vis_lo || key >= vis_hi) sacc[nb * 4 + 2 * h + e] = -INFINITY;
+            }
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
+        const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
+        const float alpha = fast_exp2(m[h] - ref);
+        m[h] = m_new;
+        float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+        for (int nb = 0; nb < 16; ++nb) {
+          sacc[nb * 4 + 2 * h] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h], exp_scale, -ref));
+          sacc[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h + 1], exp_scale, -ref));
+          sum_a += sacc[nb * 4 + 2 * h];
+          sum_b += sacc[nb * 4 + 2 * h + 1];
+        }
+        l[h] = l[h] * alpha + (sum_a + sum_b);
+        alphas[h] = alpha;
+      }
+    };
+    // P (registers, operand type) in the A-fragment layout: k-step kk holds
+    // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
+    const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
+#pragma unroll
+      for (int kk = 0; kk < kBlockN / 16; ++kk) {
+        pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pa[kk][1] = pack2<T::kF16>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+      }
+    };
+
+    if (k.num_tiles > 0) {
+      std::uint32_t pa[kBlockN / 16][4];
+      float sacc[64];
+      float alphas[2];
+      // Tile 0: S alone.
+      {
+        const int s = static_cast<int>(count % T::kStages);
+        mbar_wait(k_full(s), static_cast<int>((count / T::kStages) & 1));
+        landed();
+        turn_sync();
+        wgmma_fence();
+        issue_s(sacc, k_smem + s * T::kTileBytes);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<0>();
+        fence_regs(sacc);
+        release(k_empty(s));
+        softmax(sacc, k.tile_first, alphas);
+        to_operand(sacc, pa);
+      }
+      for (int i = 1; i < k.num_tiles; ++i) {
+        const std::int64_t c = count + i;
+        const int s = static_cast<int>(c % T::kStages), sp = static_cast<int>((c - 1) % T::kStages);
+        mbar_wait(k_full(s), static_cast<int>((c / T::kStages) & 1));
+        landed();
+        turn_sync();
+        wgmma_fence();
+        issue_s(sacc, k_smem + s * T::kTileBytes);
+        wgmma_commit();
+        mbar_wait(v_full(sp), static_cast<int>(((c - 1) / T::kStages) & 1));
+        landed();
+        issue_pv(pa, v_smem + sp * T::kTileBytes);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
+        fence_regs(sacc);
+        release(k_empty(s));
+        softmax(sacc, k.tile_first + i, alphas);
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs(sacc);
+        fence_regs_u(pa);
+        release(v_empty(sp));
+        if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
+#pragma unroll
+          for (int d = 0; d < kDBlocks; ++d) {
+            o[d * 4 + 0] *= alphas[0];
+            o[d * 4 + 1] *= alphas[0];
+            o[d * 4 + 2] *= alphas[1];
+            o[d * 4 + 3] *= alphas[1];
+          }
+        }
+        to_operand(sacc, pa);
+      }
+      // P V of the last tile.
+      {
+        const std::int64_t c = count + k.num_tiles - 1;
+        const int sp = static_cast<int>(c % T::kStages);
+        mbar_wait(v_full(sp), static_cast<int>((c / T::kStages) & 1));
+        landed();
+        turn_sync();
+        wgmma_fence();
+        issue_pv(pa, v_smem + sp * T::kTileBytes);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<0>();
+        fence_regs(o);
+        fence_regs_u(pa);
+        release(v_empty(sp));
+      }
+      count += k.num_tiles;
     }
-  }
+    if (p.q_tma) release(q_empty(q_buf));  // this warpgroup's S GEMMs of the work tile are done
+    ++item;
 
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float sum = l[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = row0 + wg_row + g + 8 * h;
-    if (row >= rows_total) continue;
-    const float inv = sum > 0.f ? p.a.out_scale / sum : 0.f;
-    const std::int64_t token = q_begin + row / group;
-    const int head = kv_head * group + row % group;
-    const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
+    for (int h = 0; h < 2; ++h) {
+      float sum = l[h];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = k.row0 + wg_row + g + 8 * h;
+      if (row >= k.rows_total) continue;
+      const float inv = sum > 0.f ? p.a.out_scale / sum : 0.f;
+      const std::int64_t token = k.q_begin + row / group;
+      const int head = k.kv_head * group + row % group;
+      const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
 #pragma unroll
-    for (int d = 0; d < kDBlocks; ++d)
-      store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
-             o[d * 4 + 2 * h + 1] * inv);
-    if (view.lse != nullptr && t == 0)
-      view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+      for (int d = 0; d < kDBlocks; ++d)
+        store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
+               o[d * 4 + 2 * h + 1] * inv);
+      if (view.lse != nullptr && t == 0)
+        view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+    }
   }
+  if (wg == 0) turn_sync();  // warpgroup 1's last pass
 #endif  // PAGECHECK_SM90A_DEVICE
 }
 
@@ -533,6 +706,29 @@ Status make_map(CUtensorMap& map, bool f16, const void* base, std::int64_t slots
   return {};
 }
 
+// Persistent grid: one CTA per SM (or per work tile, if fewer), each
+// taking work tiles blockIdx.x, blockIdx.x + gridDim.x, ... (heaviest
+// first, so the static round robin keeps the SMs' loads close).
+int sm_count() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    return 132;
+  }
+  return count;
+}
+
+int l2_bytes() {
+  int device = 0, bytes = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess || bytes <= 0) {
+    (void)cudaGetLastError();
+    return 50 << 20;
+  }
+  return bytes;
+}
+
 template <class T>
 Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   WsParams p{};
@@ -540,19 +736,17 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   const DeviceCaseView& view = a.view;
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * a.group;
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
-  const std::int64_t ctas = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
-  if (ctas == 0) return {};
-  if (ctas > INT_MAX)
-    return invalid_input("attention grid of " + std::to_string(ctas) + " CTAs exceeds the 1-D grid limit");
+  p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
+  if (p.num_work == 0) return {};
   if constexpr (T::CONTIG) {
     p.box_rows = T::kBlockN;
-    const std::int64_t h = view.kv.kv_heads;
     p.head_inner = 1;
+    const std::int64_t h = view.kv.kv_heads;
     PC_TRY(make_map(p.key_map, T::kF16, a.contig_key, a.contig_capacity, h, view.kv.num_seqs, h * 128, 128,
                     a.contig_capacity * h * 128, p.box_rows, true));
     PC_TRY(make_map(p.value_map, T::kF16, a.contig_value, a.contig_capacity, h, view.kv.num_seqs, h * 128, 128,
                     a.contig_capacity * h * 128, p.box_rows, true));
-  } else {
+  } else if constexpr (T::kTma) {
     p.box_rows = view.kv.block_size < T::kBlockN ? view.kv.block_size : T::kBlockN;
     const CacheStrides& ks = view.kv.key_strides;
     const CacheStrides& vs = view.kv.value_strides;
@@ -566,8 +760,42 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     PC_TRY(make_map(p.value_map, T::kF16, view.kv.value_data, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
-  p.boxes_per_tile = T::kBlockN / p.box_rows;
-  const int smem = T::kSmemBytes + (a.split_query ? T::kSplitQueryBytes : 0);
+  p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
+  // Sections of pairs whose K/V (at capacity) take at most half of L2.
+  {
+    const std::int64_t pairs = view.kv.num_seqs * view.kv.kv_heads;
+    const std::int64_t capacity = T::CONTIG ? a.contig_capacity : view.max_seq_len;
+    const std::int64_t pair_bytes = capacity * (T::DK + T::DV) * 2;
+    // H200, 8 x 2048 (64 pairs of 1 MB): fmha 486 TFLOP/s in sections of
+    // 25 pairs against 457 in one section (heaviest first over all pairs).
+    std::int64_t per_section = pairs;
+    if (pair_bytes > 0) {
+      const std::int64_t fit = l2_bytes() / 2 / pair_bytes;
+      per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
+    }
+    p.pairs_per_section = static_cast<std::int32_t>(per_section);
+  }
+  {
+    const DType operand = T::kF16 ? DType::F16 : DType::BF16;
+    const int group = a.group;
+    p.q_tma = !a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
+              T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
+    if (p.q_tma) {
+      EncodeTiled encode = encode_tiled();
+      const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(view.q_heads), static_cast<cuuint64_t>(view.num_tokens)};
+      const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(view.q_heads) * 128 * 2};
+      const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(T::kBlockM / group)};
+      const cuuint32_t elem_strides[3] = {1, 1, 1};
+      if (encode == nullptr ||
+          encode(&p.query_map, T::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                 const_cast<void*>(view.query), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        p.q_tma = 0;  // the consumers load it
+    }
+  }
+  const std::int64_t ctas = p.num_work < sm_count() ? p.num_work : sm_count();
+  const int smem = T::kSmemBytes;
   CUDA_TRY(cudaFuncSetAttribute(attn_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   attn_ws_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
   CUDA_TRY_LAUNCH();
@@ -575,6 +803,19 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
 }
 
 }  // namespace
+
+// Tensor copies of whole pages of 16 slots and up (8 boxes per tile at
+// most); other page sizes take the row producer. H200, 8 x 2048 prefill
+// (TFLOP/s): block 8 as 16 boxes 267 against 291 by rows, block 16 as 8
+// boxes 370 against 291, block 64 475. PAGECHECK_WS_TMA_MIN=N (a developer
+// knob, read once) moves the threshold for such comparisons.
+bool sm90_ws_uses_tma(int block_size) {
+  static const int min_block = [] {
+    const char* v = std::getenv("PAGECHECK_WS_TMA_MIN");
+    return v != nullptr ? std::atoi(v) : 16;
+  }();
+  return block_size >= min_block && block_size >= 8 && (block_size & (block_size - 1)) == 0;
+}
 
 // ---- dispatch -----------------------------------------------------------------
 
@@ -587,24 +828,26 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
   if (view.kv_dtype != DType::BF16 && view.kv_dtype != DType::F16) return false;
   if (contiguous) return view.kv_dtype == DType::BF16;
-  const int b = view.kv.block_size;
-  if (!(b == 8 || b == 16 || b == 32 || b == 64 || b == 128 || b == 256)) return false;
-  // Tensor maps: 16-byte aligned base, strides multiples of 16 bytes.
+  // Rows of 16-byte chunks (and tensor-map strides in multiples of 16 bytes).
   for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides})
     if (st->slot % 8 != 0 || st->head % 8 != 0 || st->block % 8 != 0 || st->slot <= 0 || st->head < 0 ||
         st->block <= 0)
       return false;
-  if (view.kv.num_blocks <= 0 || view.kv.num_blocks > INT_MAX) return false;
-  return true;
+  return view.kv.num_blocks > 0 && view.kv.num_blocks <= INT_MAX;
 }
 
 Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
+  const bool tma = sm90_ws_uses_tma(p.view.kv.block_size);
   if (contiguous) {
-    if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, true>>(p, stream);
+    if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::Contiguous>>(p, stream);
   } else {
     switch (p.view.kv_dtype) {
-      case DType::BF16: return launch_ws<WsTraits<KvKind::BF16, false>>(p, stream);
-      case DType::F16: return launch_ws<WsTraits<KvKind::F16, false>>(p, stream);
+      case DType::BF16:
+        return tma ? launch_ws<WsTraits<KvKind::BF16, KvSource::PagedTma>>(p, stream)
+                   : launch_ws<WsTraits<KvKind::BF16, KvSource::PagedRows>>(p, stream);
+      case DType::F16:
+        return tma ? launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma>>(p, stream)
+                   : launch_ws<WsTraits<KvKind::F16, KvSource::PagedRows>>(p, stream);
       default: break;
     }
   }

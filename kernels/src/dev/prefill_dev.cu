@@ -474,7 +474,7 @@ static void checks() {
 
 // ---- benchmark --------------------------------------------------------------
 
-static void bench_shape(const char* name, int batch, int q_len, int seq_len, int block = 16) {
+static void bench_shape(const char* name, int batch, int q_len, int seq_len, int block = 16, bool quick = false) {
   Spec s;
   s.block = block;
   s.q_lens.assign(batch, q_len);
@@ -514,6 +514,14 @@ static void bench_shape(const char* name, int batch, int q_len, int seq_len, int
     return std::array<double, 3>{ts[ts.size() / 2], ts.front(), ts.back()};
   };
   auto pre = time_it([&] { (void)launch_prefill(d.view, 0); });
+  if (quick) {
+    auto fm = time_it([&] { (void)launch_fmha(d.view, d.ws, 0); });
+    std::printf("  %-22s prefill %7.3f ms %6.1f TFLOP/s | fmha %7.3f ms %6.1f TFLOP/s\n", name, pre[0],
+                flops / pre[0] / 1e9, fm[0], flops / fm[0] / 1e9);
+    CK(cudaFree(flush));
+    free_dev(d);
+    return;
+  }
   auto gat = time_it([&] { (void)launch_gather(d.view, d.ws, 0); });
   auto fm = time_it([&] { (void)launch_fmha(d.view, d.ws, 0); });
   auto both = time_it([&] { (void)launch_gather(d.view, d.ws, 0); (void)launch_fmha(d.view, d.ws, 0); });
@@ -534,6 +542,18 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "check")) do_check = true;
     if (!std::strcmp(argv[i], "bench")) do_bench = true;
     if (!std::strcmp(argv[i], "small")) small_checks();
+  }
+  if (argc >= 2 && !std::strcmp(argv[1], "quick")) {  // the A/B shapes: prefill and fmha only
+    for (int b : {16, 64}) {
+      if (b == 64) bench_shape("8 x 2048 b8", 8, 2048, 2048, 8, true), bench_shape("8 x 2048 b1", 8, 2048, 2048, 1, true);
+      char name[64];
+      std::snprintf(name, sizeof name, "8 x 2048 b%d", b); bench_shape(name, 8, 2048, 2048, b, true);
+      std::snprintf(name, sizeof name, "1 x 8192 b%d", b); bench_shape(name, 1, 8192, 8192, b, true);
+      std::snprintf(name, sizeof name, "16 x 512 b%d", b); bench_shape(name, 16, 512, 512, b, true);
+      std::snprintf(name, sizeof name, "chunk 4x512/4608 b%d", b); bench_shape(name, 4, 512, 4608, b, true);
+    }
+    std::printf("failures: %d\n", g_failures);
+    return g_failures ? 1 : 0;
   }
   if (argc >= 2 && !std::strcmp(argv[1], "prof")) {  // one launch of each for ncu
     Spec s; s.q_lens.assign(8, 2048); s.seq_lens.assign(8, 2048);
