@@ -72,6 +72,12 @@ int cmd_tune(const TuneConfig& config, const Invocation& invocation) {
 }
 
 int cmd_bench(const BenchConfig& config, const Invocation& invocation) {
+  // The variant first: a bad value is a usage error on any machine.
+  for (const auto& spec : bench_specs(config.shapes, config.seed, config.variant))
+    if (const Status accepted = check_synthetic_spec(spec); !accepted.ok()) {
+      std::fprintf(stderr, "pagecheck bench: shape %s: %s\n", spec.name.c_str(), accepted.error().describe().c_str());
+      return exit_code::kUsage;
+    }
   if (!built_with_cuda())
     return report_not_run(config.out, invocation,
                           "this build has no GPU paths (built without CUDA): nothing to benchmark");
@@ -85,7 +91,7 @@ int cmd_bench(const BenchConfig& config, const Invocation& invocation) {
   exec.require_gpu = true;  // a benchmark without a GPU measures nothing
   exec.compare_reference = config.check;
   std::vector<CaseSource> sources;
-  for (const auto& spec : bench_specs(config.shapes, config.seed))
+  for (const auto& spec : bench_specs(config.shapes, config.seed, config.variant))
     sources.push_back({spec.name, [spec]() { return generate_case(spec); }});
   return run_cases(sources, exec, config.out, invocation);
 }

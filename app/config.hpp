@@ -128,9 +128,17 @@ struct TuneConfig {
   std::int64_t seqs = 0;
 };
 
+// What `bench` may change in its served shapes (the defaults are those shapes').
+struct BenchVariant {
+  std::int64_t block_size = 16;
+  std::int64_t head_dim = 128;
+  std::string kv_dtype = "BF16";
+};
+
 struct BenchConfig {
   std::string shapes = "all";  // decode | prefill | all
   std::uint64_t seed = 1;
+  BenchVariant variant;        // --block-size, --head-dim, --kv-dtype
   bool check = false;
   ExecOptions exec;
   OutputOptions out;

@@ -405,6 +405,15 @@ int real_main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--seed", bench.seed, "Generator seed")->check(kSeed)->capture_default_str();
   bench_cmd->add_flag("--check", bench.check, "Also compare with the CPU reference (slow on the long shapes)");
+  bench_cmd->add_option("--block-size", bench.variant.block_size, "Tokens per page of every shape")
+      ->check(kPositiveInt)
+      ->capture_default_str();
+  bench_cmd->add_option("--head-dim", bench.variant.head_dim, "Head dim of every shape")
+      ->check(kPositiveInt)
+      ->capture_default_str();
+  bench_cmd->add_option("--kv-dtype", bench.variant.kv_dtype, "KV dtype of every shape: F32 | F16 | BF16 | F8_E4M3 | F8_E5M2")
+      ->check(CLI::IsMember({"F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}))
+      ->capture_default_str();
   add_exec_options(bench_cmd, bench.exec, true);
   add_output_options(bench_cmd, bench.out);
 

@@ -219,18 +219,23 @@ std::string describe_geometry(const Case& c) {
   return out;
 }
 
-std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t seed) {
+std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t seed, const BenchVariant& variant) {
+  const DType kv_dtype = parse_dtype(variant.kv_dtype).value_or(DType::BF16);
+  std::string suffix;
+  if (variant.block_size != 16) suffix += fmt::format("-b{}", variant.block_size);
+  if (variant.head_dim != 128) suffix += fmt::format("-d{}", variant.head_dim);
+  if (kv_dtype != DType::BF16) suffix += fmt::format("-{}", dtype_name(kv_dtype));
   const auto base = [&](std::string name, std::int64_t seqs, std::int64_t ctx) {
     SyntheticSpec s;
-    s.name = std::move(name);
+    s.name = std::move(name) + suffix;
     s.seed = seed;
     s.num_seqs = seqs;
     s.q_heads = 32;
     s.kv_heads = 8;
-    s.head_dim = 128;
-    s.block_size = 16;
+    s.head_dim = variant.head_dim;
+    s.block_size = variant.block_size;
     s.query_dtype = DType::BF16;
-    s.kv_dtype = DType::BF16;
+    s.kv_dtype = kv_dtype;
     s.seq_len_dist = LengthDist::Fixed;
     s.seq_len_min = s.seq_len_max = ctx;
     // Shuffled pages, no sharing (the byte model then counts what each

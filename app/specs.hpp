@@ -27,6 +27,9 @@ std::string describe_geometry(const Case& c);
 
 // The benchmark shapes of the GPU issues (32 q heads, 8 kv heads, d128, BF16,
 // block 16, shuffled pages). `which`: decode, prefill or all.
-std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t seed);
+// A variant other than the default adds its values to each shape's name
+// (e.g. prefill-8x2048-b64-d256-F8_E4M3). The kv dtype is checked by the caller.
+std::vector<SyntheticSpec> bench_specs(const std::string& which, std::uint64_t seed,
+                                       const BenchVariant& variant = {});
 
 }  // namespace pagecheck::app
