@@ -34,6 +34,10 @@
 #       Each mode writes logs and JSON reports to $OUT/devcheck.tgz (OUT default
 #       ./devout); the last lines printed are a summary per step and each
 #       step's exit code (steps.txt).
+#   scripts/device_check.sh prefill         (on the GPU machine, issue 24)
+#       the prefill/FMHA kernels' tests, suite and sanitizers, then bench
+#       --shapes prefill interleaved twice with scripts/bench_torch.py, and
+#       the block-size / head-dim / fp8 variants.
 #   scripts/device_check.sh all             both, on a machine with a GPU
 #       and the dependencies.
 set -u
@@ -246,12 +250,48 @@ do_bench() {
   finish bench torch tune bench_tuned
 }
 
+# Issue 24 in one call: the prefill/FMHA kernels' correctness (the GPU
+# prefill tests with each kernel, the covering suite through prefill and
+# fmha, memcheck and racecheck over it), then the issue's numbers:
+# pagecheck bench --shapes prefill and scripts/bench_torch.py interleaved
+# twice (pagecheck, peers, pagecheck, peers), then the page-size, head-dim
+# and fp8 variants at pagecheck's side.
+do_prefill() {
+  begin
+  step gpu_test_prefill 200 test_gpu_prefill &
+  step gpu_test_prefill_mma 200 env PAGECHECK_ATTN_KERNEL=mma test_gpu_prefill &
+  step gpu_test_prefill_wgmma 200 env PAGECHECK_ATTN_KERNEL=wgmma test_gpu_prefill &
+  step suite 300 pagecheck run --paths reference,prefill,fmha --no-timing --json "$OUT/suite.json" &
+  step san_memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 --print-limit 20 \
+    pagecheck run --paths prefill,fmha --no-timing -q --json "$OUT/san_memcheck.json" &
+  step san_racecheck 300 compute-sanitizer --tool racecheck --error-exitcode 9 --print-limit 20 \
+    pagecheck run --paths prefill,fmha --no-timing --no-checks -q --json "$OUT/san_racecheck.json" &
+  wait
+  local p="--shapes prefill --paths prefill,fmha"
+  step bench1 100 pagecheck bench $p --json "$OUT/bench1.json"
+  step torch1 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py --shapes prefill
+  step bench2 100 pagecheck bench $p --json "$OUT/bench2.json"
+  step torch2 80 env PYTHONUNBUFFERED=1 python3 scripts/bench_torch.py --shapes prefill
+  step bench_b64 60 pagecheck bench $p --block-size 64 --json "$OUT/bench_b64.json"
+  step bench_b128 60 pagecheck bench $p --block-size 128 --json "$OUT/bench_b128.json"
+  step bench_b1 60 pagecheck bench $p --block-size 1 --json "$OUT/bench_b1.json"
+  step bench_d64 60 pagecheck bench $p --head-dim 64 --json "$OUT/bench_d64.json"
+  step bench_d256 60 pagecheck bench $p --head-dim 256 --json "$OUT/bench_d256.json"
+  step bench_fp8 60 pagecheck bench $p --kv-dtype F8_E4M3 --json "$OUT/bench_fp8.json"
+  step bench_v3 60 env PAGECHECK_ATTN_KERNEL=wgmma pagecheck bench $p --json "$OUT/bench_v3.json"
+  for f in bench1 torch1 bench2 torch2 bench_b64 bench_b128 bench_b1 bench_d64 bench_d256 bench_fp8 bench_v3; do
+    echo "== $f"; grep -E "prefill-|chunked-|^ *(cudnn|flash|gather|[0-9a-z/]+ +[0-9])|TFLOP" "$OUT/$f.log" | cut -c1-200 | tail -14
+  done
+  finish bench1 torch1 bench2 torch2
+}
+
 case "$mode" in
   build) do_build ;;
+  prefill) do_prefill ;;
   run) do_run ;;
   extras) do_extras ;;
   full) do_full ;;
   bench) do_bench ;;
   all) do_build && do_run ;;
-  *) echo "usage: $0 build [ARCHS] | run | extras | full | bench | all" >&2; exit 2 ;;
+  *) echo "usage: $0 build [ARCHS] | run | extras | full | bench | prefill | all" >&2; exit 2 ;;
 esac

@@ -340,15 +340,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       ++item;
       if (k.num_tiles == 0) continue;
       const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[k.seq];
-      // Tensor copies: lane b reads the page of box b; rows: each lane the
-      // page of its key. 0 where nothing of it is in [key_lo, key_hi).
+      // Tensor copies: lane b reads the page of box b, for every box with a
+      // slot in [key_lo, seq_len) (whole boxes past key_hi are copied too:
+      // their keys are real, S masks them); rows: each lane the page of its
+      // key in [key_lo, key_hi). 0 elsewhere: the entry may not exist.
       const auto load_page = [&](int kt) -> std::int32_t {
         if constexpr (T::CONTIG) {
           return 0;
         } else if constexpr (T::kTma) {
           if (lane >= p.boxes_per_tile) return 0;
           const int k0 = kt * kBlockN + lane * p.box_rows;
-          if (k0 >= k.key_hi || k0 + p.box_rows <= k.key_lo) return 0;
+          if (k0 >= k.seq_len || k0 + p.box_rows <= k.key_lo) return 0;
           return ld_global_nc(view.kv.page_indices + table_begin + k0 / view.kv.block_size);
         } else {
           const int key = kt * kBlockN + my_key;

@@ -110,7 +110,11 @@ static HostCase make_case(const Spec& s, std::uint64_t seed, bool fill_values = 
   c.num_blocks = c.indptr[n] + 3;
   std::vector<int> perm(c.num_blocks);
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  std::shuffle(perm.begin() + 1, perm.end(), rng);
+  // Block 0 is never in a table (it stays NaN): a kernel that copies page 0
+  // for an entry it did not read shows. pagecheck's own pools caught one so
+  // (the tensor-copy kernel's whole boxes past key_hi, 2026-12-04).
+  std::rotate(perm.begin(), perm.begin() + 1, perm.end());
   c.indices.assign(perm.begin(), perm.begin() + c.indptr[n]);
   const std::int64_t kelems = c.num_blocks * s.block * s.kv_heads * s.dk;
   const std::int64_t velems = c.num_blocks * s.block * s.kv_heads * s.dv;
