@@ -328,6 +328,7 @@ constexpr int floor_pow2(int x) {
 
 template <DType KV, int DK, int DV>
 struct DecodeTraits {
+  static constexpr bool kTensorCore = false;  // the CUDA-core loop (decode_mma.cuh has the other)
   static constexpr DType kKvDtype = KV;
   static constexpr int kHeadDim = DK;
   static constexpr int kVHeadDim = DV;

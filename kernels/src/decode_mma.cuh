@@ -1,0 +1,356 @@
+// Tensor-core inner loop of the decode paths (issue 18, item 1), for BF16 and
+// F16 K/V: the same per-CTA job as attend_range() in decode_common.cuh (one
+// (sequence, kv head, head tile) over keys [begin, end), per-warp states left
+// in shared memory for combine_warps()), with Q K^T and P V on mma.sync.
+//
+// Shapes (m16n8k16, f32 accumulators; g = lane / 4, t = lane % 4):
+//   S   = Q K^T   M = query heads (8 of the tile in rows 0-7, rows 8-15 zero),
+//                 N = 8 keys, K = 16 dims. Q is the A operand, built once in
+//                 registers (pre-scaled, rounded to the K/V type); K is the
+//                 B operand, straight from shared memory by ldmatrix.
+//   O^T = V^T P^T M = 16 value dims, N = the 8 heads, K = 16 keys. V^T is the
+//                 A operand by ldmatrix.trans from the [key][dim] tile; P^T
+//                 is the B operand and is already in the registers S left:
+//                 the C fragments of S's two 8-key tiles (head g, keys 2t,
+//                 2t+1 and 8+2t, 8+2t+1) are exactly the B fragment of a
+//                 16-key step. So P never touches shared memory, and the
+//                 output accumulator is DV/16 x 4 floats (32 at d128), not
+//                 the 64 of a 16-row O.
+// Work split: kWarps warps, each an independent pipeline over the 16-key
+//   chunks warp, warp + kWarps, ... of the range, kStages deep, with its own
+//   online-softmax state (m and l per head, uniform over the 4 lanes of a
+//   quad; each lane sums its own l, the quad sums at the end). Lane l copies
+//   key l / 2 of a chunk, 16-byte vectors (l % 2) + 2 i of its K and V rows
+//   (cp.async, zero-filled past the range), so a warp needs __syncwarp only,
+//   never a CTA barrier, inside the loop.
+// Shared memory per stage: K [16 keys][DK/8 vectors], then V [16][DV/8], the
+//   vector index XOR-swizzled by (key % 8) so that ldmatrix's eight 16-byte
+//   rows hit eight different bank groups (every head dim is a multiple of 64).
+// The online softmax is the one of attend_range(): base-2 logits, q pre-
+//   multiplied by scale * k_scale (* log2 e), softcap on the f32 scores.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+#include "decode_common.cuh"
+
+namespace pagecheck::gpu::decode {
+
+// ---- tile knobs (kernel experiments: scripts/build_decode_probe.sh -D...) ------
+#ifndef PC_DECODE_TC_WARPS
+#define PC_DECODE_TC_WARPS 2  // warps per CTA, each its own pipeline
+#endif
+#ifndef PC_DECODE_TC_SMEM_KB
+#define PC_DECODE_TC_SMEM_KB 48  // pipeline budget per CTA: sets the stage count
+#endif
+
+template <DType KV, int DK, int DV>
+struct DecodeTcTraits {
+  static_assert(KV == DType::BF16 || KV == DType::F16, "the tensor-core loop takes 16-bit K/V");
+  static_assert(DK % 64 == 0 && DV % 64 == 0, "the swizzle needs rows of a multiple of 8 vectors");
+  static constexpr bool kTensorCore = true;
+  static constexpr DType kKvDtype = KV;
+  static constexpr int kHeadDim = DK;
+  static constexpr int kVHeadDim = DV;
+  static constexpr int kKeyVecs = DK / 8;  // 16-byte vectors per key row
+  static constexpr int kValueVecs = DV / 8;
+  static constexpr int kChunkKeys = 16;
+  static constexpr int kHeadTile = 8;      // query heads per CTA: the N of P V
+  static constexpr int kWarps = PC_DECODE_TC_WARPS;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStageVecs = kChunkKeys * (kKeyVecs + kValueVecs);
+  static constexpr int kStageBytes = kStageVecs * 16;
+  static constexpr int clamp_stages(int s) { return s < 2 ? 2 : s > 8 ? 8 : s; }
+  static constexpr int kStages = clamp_stages(PC_DECODE_TC_SMEM_KB * 1024 / (kWarps * kStageBytes));
+  static constexpr int kPipelineBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kMergeBytes = kWarps * kHeadTile * (DV + 2) * 4;
+  static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+  static constexpr int blocks_by_smem() {
+    const int b = 227 * 1024 / kSmemBytes;
+    return b < 1 ? 1 : b > 8 ? 8 : b;
+  }
+  static constexpr int kMinBlocksPerSm = blocks_by_smem();
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds one SM");
+  static_assert(kKeyVecs % 2 == 0 && kValueVecs % 2 == 0, "two lanes share a key row");
+};
+
+// ---- mma.sync / ldmatrix helpers ----------------------------------------------
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, std::uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// c += a b, m16n8k16, f32 accumulate; a = {a0, a1, a2, a3}, b = {b0, b1}.
+template <DType KV>
+__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  if constexpr (KV == DType::BF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+// Two floats rounded to the K/V type, lo in the low half.
+template <DType KV>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  if constexpr (KV == DType::BF16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&v);
+  }
+}
+
+// ---- the per-CTA attention over one token range, tensor cores ------------------
+// Same contract as attend_range(): returns merged[warp][head][m, l, acc[DV]]
+// in shared memory, all threads synchronised.
+template <class T>
+__device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, std::int64_t seq, int kv_head,
+                                                        int head_tile, std::int32_t begin, std::int32_t end,
+                                                        unsigned char* smem) {
+  constexpr int KV_VECS = T::kKeyVecs;
+  constexpr int V_VECS = T::kValueVecs;
+  constexpr int CHUNK = T::kChunkKeys;
+  constexpr int STAGES = T::kStages;
+  constexpr int WARPS = T::kWarps;
+  constexpr int KSTEPS = T::kHeadDim / 16;   // k-steps of S = Q K^T
+  constexpr int MTILES = T::kVHeadDim / 16;  // m-tiles of O^T
+  constexpr DType KV = T::kKvDtype;
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;  // head row of S; value dim row of O^T
+  const int t = lane % 4;
+
+  uint4* warp_pipe = reinterpret_cast<uint4*>(smem) + warp * STAGES * T::kStageVecs;
+  const unsigned warp_pipe_addr = static_cast<unsigned>(__cvta_generic_to_shared(warp_pipe));
+
+  const PagedKvView& kv = p.kv;
+  const uint4* key_base = static_cast<const uint4*>(kv.key_data);
+  const uint4* value_base = static_cast<const uint4*>(kv.value_data);
+  const std::int32_t* pages = kv.page_indices + kv.page_indptr[seq];
+  const std::int32_t k_head_vec = kv_head * p.k_head_vecs;
+  const std::int32_t v_head_vec = kv_head * p.v_head_vecs;
+  const std::int32_t span = end > begin ? end - begin : 0;
+  const int chunks = (span + CHUNK - 1) / CHUNK;
+  const int my_chunks = chunks > warp ? (chunks - warp + WARPS - 1) / WARPS : 0;
+
+  // The copy of chunk j of this warp (global chunk warp + j * WARPS).
+  const int copy_key = lane / 2;
+  const int copy_half = lane % 2;
+  auto issue = [&](int j) {
+    const int stage = j % STAGES;
+    const std::int32_t token = begin + (warp + j * WARPS) * CHUNK + copy_key;
+    const bool valid = token < end;
+    std::int64_t k_off = 0, v_off = 0;  // in vectors
+    if (valid) {
+      const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
+      const std::int32_t slot = token - static_cast<std::int32_t>(page_no) * kv.block_size;
+      const std::int32_t page = pages[page_no];
+      k_off = static_cast<std::int64_t>(page) * p.k_block_vecs + (slot * p.k_slot_vecs + k_head_vec);
+      v_off = static_cast<std::int64_t>(page) * p.v_block_vecs + (slot * p.v_slot_vecs + v_head_vec);
+    }
+    uint4* k_dst = warp_pipe + stage * T::kStageVecs + copy_key * KV_VECS;
+    uint4* v_dst = warp_pipe + stage * T::kStageVecs + CHUNK * KV_VECS + copy_key * V_VECS;
+    const int swizzle = copy_key % 8;
+#pragma unroll
+    for (int i = 0; i < KV_VECS / 2; ++i) {
+      const int c = 2 * i + copy_half;
+      cp_async_vec<16>(k_dst + (c ^ swizzle), key_base + k_off + c, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < V_VECS / 2; ++i) {
+      const int c = 2 * i + copy_half;
+      cp_async_vec<16>(v_dst + (c ^ swizzle), value_base + v_off + c, valid);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < my_chunks) issue(s);
+    cp_async_commit();
+  }
+
+  // Q as the A operand (rows 8-15 zero): q_frag[k][0] = dims 16k + 2t, +1 of
+  // head g; q_frag[k][1] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
+  std::uint32_t q_frag[KSTEPS][2];
+  {
+    const std::int64_t q_row = p.query_start_loc[seq];
+    const int heads_here = min(T::kHeadTile, p.gqa - head_tile * T::kHeadTile);
+    const std::int64_t q_base = (q_row * p.q_heads + kv_head * p.gqa + head_tile * T::kHeadTile + g) * T::kHeadDim;
+    const bool live = g < heads_here;
+#pragma unroll
+    for (int k = 0; k < KSTEPS; ++k) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int dim = 16 * k + 8 * half + 2 * t;
+        const float lo = live ? load_as_float(p.query_dtype, p.query, q_base + dim) * p.q_multiplier : 0.0f;
+        const float hi = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) * p.q_multiplier : 0.0f;
+        q_frag[k][half] = pack2<KV>(lo, hi);
+      }
+    }
+  }
+
+  float o[MTILES][4];
+#pragma unroll
+  for (int mt = 0; mt < MTILES; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[mt][e] = 0.0f;
+  float m = -INFINITY;  // of head g, the same in the four lanes of a quad
+  float l = 0.0f;       // this lane's share of head g's sum
+
+  // ldmatrix row addresses: matrix lane / 8 = (key half, vector parity).
+  const int ld_key = (lane / 16) * 8 + lane % 8;
+  const int ld_vec = (lane / 8) % 2;
+  const unsigned ld_row_k = static_cast<unsigned>(ld_key * KV_VECS) * 16;
+  const unsigned ld_row_v = static_cast<unsigned>(CHUNK * KV_VECS + ld_key * V_VECS) * 16;
+  const int ld_swizzle = ld_key % 8;
+
+  for (int j = 0; j < my_chunks; ++j) {
+    if (j + STAGES - 1 < my_chunks) issue(j + STAGES - 1);
+    cp_async_commit();
+    cp_async_wait<STAGES - 1>();
+    __syncwarp();
+    const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>((j % STAGES) * T::kStageBytes);
+
+    // S = Q K^T over the chunk's 16 keys: s[n] is the 8-key tile n.
+    float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int k = 0; k < KSTEPS; ++k) {
+      std::uint32_t b[4];
+      ldmatrix_x4(stage_addr + ld_row_k + static_cast<unsigned>(((2 * k + ld_vec) ^ ld_swizzle) * 16), b);
+      mma_16816<KV>(s[0], q_frag[k][0], 0u, q_frag[k][1], 0u, b[0], b[1]);
+      mma_16816<KV>(s[1], q_frag[k][0], 0u, q_frag[k][1], 0u, b[2], b[3]);
+    }
+
+    // Online softmax for head g over keys 8n + 2t + e of the chunk.
+    const std::int32_t chunk_begin = begin + (warp + j * WARPS) * CHUNK;
+    float x[4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = s[n][e];
+        if (p.softcap > 0.0f) v = p.softcap * tanhf(v * p.inv_softcap) * kLog2e;
+        x[2 * n + e] = chunk_begin + 8 * n + 2 * t + e < end ? v : -INFINITY;
+      }
+    float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float factor = fast_exp2(m - m_use);
+    float pr[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pr[i] = fast_exp2(x[i] - m_use);
+    l = l * factor + ((pr[0] + pr[1]) + (pr[2] + pr[3]));
+    m = m_new;
+    const std::uint32_t p_b0 = pack2<KV>(pr[0], pr[1]);  // keys 2t, 2t + 1
+    const std::uint32_t p_b1 = pack2<KV>(pr[2], pr[3]);  // keys 8 + 2t, 8 + 2t + 1
+
+    // O^T's columns are heads 2t and 2t + 1: their factors live in quads 2t, 2t + 1.
+    const float f0 = __shfl_sync(kFullMask, factor, 8 * t);
+    const float f1 = __shfl_sync(kFullMask, factor, 8 * t + 4);
+#pragma unroll
+    for (int mt = 0; mt < MTILES; ++mt) {
+      o[mt][0] *= f0;
+      o[mt][1] *= f1;
+      o[mt][2] *= f0;
+      o[mt][3] *= f1;
+      std::uint32_t a[4];
+      ldmatrix_x4_trans(stage_addr + ld_row_v + static_cast<unsigned>(((2 * mt + ld_vec) ^ ld_swizzle) * 16), a);
+      mma_16816<KV>(o[mt], a[0], a[1], a[2], a[3], p_b0, p_b1);
+    }
+    __syncwarp();  // the next issue overwrites this stage
+  }
+  cp_async_wait<0>();
+  l += __shfl_xor_sync(kFullMask, l, 1);
+  l += __shfl_xor_sync(kFullMask, l, 2);
+
+  // Per-warp states to shared memory (reusing the drained pipelines).
+  __syncthreads();
+  constexpr int kRow = T::kVHeadDim + 2;
+  float* merged = reinterpret_cast<float*>(smem);  // [warp][head][2 + DV]
+  float* warp_rows = merged + warp * T::kHeadTile * kRow;
+  if (t == 0) {
+    warp_rows[g * kRow] = m;
+    warp_rows[g * kRow + 1] = l;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MTILES; ++mt) {
+    const int d = 16 * mt + g;
+    warp_rows[(2 * t) * kRow + 2 + d] = o[mt][0];
+    warp_rows[(2 * t + 1) * kRow + 2 + d] = o[mt][1];
+    warp_rows[(2 * t) * kRow + 2 + d + 8] = o[mt][2];
+    warp_rows[(2 * t + 1) * kRow + 2 + d + 8] = o[mt][3];
+  }
+  __syncthreads();
+  return merged;
+}
+
+// The attention loop the traits select: tensor cores or CUDA cores.
+template <class T>
+__device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64_t seq, int kv_head, int head_tile,
+                                               std::int32_t begin, std::int32_t end, unsigned char* smem) {
+  if constexpr (T::kTensorCore)
+    return attend_range_tc<T>(p, seq, kv_head, head_tile, begin, end, smem);
+  else
+    return attend_range<T>(p, seq, kv_head, head_tile, begin, end, smem);
+}
+
+// ---- which loop a launch runs ------------------------------------------------------
+// PAGECHECK_DECODE_KERNEL=simt forces the CUDA-core loop for every case (A/B
+// runs, and a fallback); unset, empty or "auto": tensor cores for BF16/F16 K/V.
+inline bool decode_tensor_cores_allowed() {
+  const char* choice = std::getenv("PAGECHECK_DECODE_KERNEL");
+  return choice == nullptr || std::strcmp(choice, "simt") != 0;
+}
+inline bool decode_uses_tensor_cores(DType kv_dtype) {
+  return (kv_dtype == DType::BF16 || kv_dtype == DType::F16) && decode_tensor_cores_allowed();
+}
+inline const char* decode_kernel_name(DType kv_dtype) {
+  return decode_uses_tensor_cores(kv_dtype) ? "mma.sync" : "simt (CUDA cores)";
+}
+
+template <DType KV, class F>
+Status dispatch_dims_tc(std::int64_t dk, std::int64_t dv, F&& f) {
+  if (dk == 64 && dv == 64) return f(DecodeTcTraits<KV, 64, 64>{});
+  if (dk == 128 && dv == 128) return f(DecodeTcTraits<KV, 128, 128>{});
+  if (dk == 256 && dv == 256) return f(DecodeTcTraits<KV, 256, 256>{});
+  if (dk == 192 && dv == 128) return f(DecodeTcTraits<KV, 192, 128>{});
+  return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) +
+                           " is not built; built: " + built_head_dims(),
+                       "decode");
+}
+
+// dispatch_decode(), with the tensor-core traits for BF16/F16 K/V.
+template <class F>
+Status dispatch_decode_loop(DType kv_dtype, std::int64_t dk, std::int64_t dv, F&& f) {
+  if (decode_uses_tensor_cores(kv_dtype)) {
+#ifdef PC_DECODE_SWEEP_ONLY
+    if (kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTcTraits<DType::BF16, 128, 128>{});
+    return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
+#else
+    if (kv_dtype == DType::BF16) return dispatch_dims_tc<DType::BF16>(dk, dv, f);
+    return dispatch_dims_tc<DType::F16>(dk, dv, f);
+#endif
+  }
+  return dispatch_decode(kv_dtype, dk, dv, f);
+}
+
+}  // namespace pagecheck::gpu::decode
