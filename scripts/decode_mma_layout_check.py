@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+# Host-side check of kernels/src/decode_mma.cuh's index arithmetic, no GPU:
+# emulates one warp over one 16-key chunk (the cp.async copy with its XOR
+# swizzle, ldmatrix / ldmatrix.trans row addresses, the m16n8k16 fragments as
+# the PTX ISA lays them out, P^T taken from S's C fragments) and checks
+# S = Q K^T, O^T = V^T P^T and that each ldmatrix's 8 rows hit 8 different
+# 16-byte bank groups, for every built head-dim pair. Plain Python.
+# Keep its formulas in step with the kernel's.
+import random
+random.seed(0)
+def randm(r,c): return [[random.gauss(0,1) for _ in range(c)] for _ in range(r)]
+def matmul(A,B): return [[sum(A[i][k]*B[k][j] for k in range(len(B))) for j in range(len(B[0]))] for i in range(len(A))]
+def T(A): return [list(x) for x in zip(*A)]
+def run(DK,DV):
+    KVV,VV=DK//8,DV//8; CH=16
+    K=randm(CH,DK); V=randm(CH,DV); Q=randm(8,DK)
+    # smem as vectors of 8 elements
+    sm=[None]*(CH*KVV+CH*VV)
+    for lane in range(32):
+        key,half=lane//2,lane%2
+        for i in range(KVV//2):
+            c=2*i+half; sm[key*KVV+(c^(key%8))]=K[key][c*8:c*8+8]
+        for i in range(VV//2):
+            c=2*i+half; sm[CH*KVV+key*VV+(c^(key%8))]=V[key][c*8:c*8+8]
+    def ldm(addr_of_lane,trans):
+        # addr in vectors; returns r[lane][j] = (e0,e1)
+        r=[[None]*4 for _ in range(32)]
+        for j in range(4):
+            rows=[sm[addr_of_lane(8*j+i)] for i in range(8)]
+            M=rows
+            if trans: M=T(M)
+            for l in range(32):
+                r[l][j]=(M[l//4][2*(l%4)],M[l//4][2*(l%4)+1])
+        return r
+    def mma(C,A,B):
+        # C[lane][4], A[lane][4 pairs], B[lane][2 pairs] -> emulate via full matrices
+        Am=[[0.0]*16 for _ in range(16)]; Bm=[[0.0]*8 for _ in range(16)]; Cm=[[0.0]*8 for _ in range(16)]
+        for l in range(32):
+            g,t=l//4,l%4
+            for i,(r,c) in enumerate([(g,2*t),(g+8,2*t),(g,2*t+8),(g+8,2*t+8)]):
+                Am[r][c],Am[r][c+1]=A[l][i]
+            for i,k in enumerate([2*t,2*t+8]):
+                Bm[k][g],Bm[k+1][g]=B[l][i]
+            Cm[g][2*t],Cm[g][2*t+1],Cm[g+8][2*t],Cm[g+8][2*t+1]=C[l]
+        M2=matmul(Am,Bm); D=[[M2[i][j]+Cm[i][j] for j in range(8)] for i in range(16)]
+        return [[D[l//4][2*(l%4)],D[l//4][2*(l%4)+1],D[l//4+8][2*(l%4)],D[l//4+8][2*(l%4)+1]] for l in range(32)]
+    ld_key=lambda l:(l//16)*8+l%8; ld_vec=lambda l:(l//8)%2
+    s=[[[0.0]*4 for _ in range(32)] for _ in range(2)]
+    for k in range(DK//16):
+        b=ldm(lambda l: ld_key(l)*KVV+((2*k+ld_vec(l))^(ld_key(l)%8)),False)
+        A=[]
+        for l in range(32):
+            g,t=l//4,l%4
+            lo=(Q[g][16*k+2*t],Q[g][16*k+2*t+1]); hi=(Q[g][16*k+8+2*t],Q[g][16*k+8+2*t+1])
+            A.append([lo,(0,0),hi,(0,0)])
+        s[0]=mma(s[0],A,[[b[l][0],b[l][1]] for l in range(32)])
+        s[1]=mma(s[1],A,[[b[l][2],b[l][3]] for l in range(32)])
+    S=matmul(Q,T(K))  # 8x16
+    for l in range(32):
+        g,t=l//4,l%4
+        for n in range(2):
+            for e in range(2):
+                assert abs(s[n][l][e]-S[g][8*n+2*t+e])<1e-9
+            assert s[n][l][2]==0 and s[n][l][3]==0
+    P=randm(8,16)
+    PB=[[(P[l//4][2*(l%4)],P[l//4][2*(l%4)+1]),(P[l//4][8+2*(l%4)],P[l//4][8+2*(l%4)+1])] for l in range(32)]
+    O=matmul(P,V)  # 8 x DV
+    for mt in range(DV//16):
+        a=ldm(lambda l: CH*KVV+ld_key(l)*VV+((2*mt+ld_vec(l))^(ld_key(l)%8)),True)
+        o=mma([[0.0]*4 for _ in range(32)],[a[l] for l in range(32)],PB)
+        for l in range(32):
+            g,t=l//4,l%4; d=16*mt+g
+            assert abs(o[l][0]-O[2*t][d])<1e-9 and abs(o[l][1]-O[2*t+1][d])<1e-9
+            assert abs(o[l][2]-O[2*t][d+8])<1e-9 and abs(o[l][3]-O[2*t+1][d+8])<1e-9
+    # bank check: for each ldmatrix matrix, 8 rows land in distinct 16B bank groups
+    for base,VEC,steps in [(0,KVV,DK//16),(CH*KVV,VV,DV//16)]:
+        for k in range(steps):
+            for j in range(4):
+                groups={ (base+ld_key(8*j+i)*VEC+((2*k+ld_vec(8*j+i))^(ld_key(8*j+i)%8)))%8 for i in range(8)}
+                assert len(groups)==8
+    print("ok",DK,DV)
+for dk,dv in [(64,64),(128,128),(256,256),(192,128)]: run(dk,dv)
