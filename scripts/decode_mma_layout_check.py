@@ -80,3 +80,79 @@ def run(DK,DV):
                 assert len(groups)==8
     print("ok",DK,DV)
 for dk,dv in [(64,64),(128,128),(256,256),(192,128)]: run(dk,dv)
+
+
+# fp8 K/V: byte rows, ldmatrix on b16 pairs of bytes, the permuted k index of
+# S's steps, __byte_perm(x, 0, 0x3120) and the m-tile rows 2g / 2g + 1 of O^T.
+def run_fp8(DK, DV):
+    KVV, VV, CH = DK // 16, DV // 16, 16
+    K = randm(CH, DK); V = randm(CH, DV); Q = randm(8, DK)
+    sm = [None] * (CH * KVV + CH * VV)  # 16-byte vectors as lists of 16 "bytes"
+    for lane in range(32):
+        key, half = lane // 2, lane % 2
+        for i in range(KVV // 2):
+            c = 2 * i + half; sm[key * KVV + (c ^ (key % 8))] = K[key][c * 16:c * 16 + 16]
+        for i in range(VV // 2):
+            c = 2 * i + half; sm[CH * KVV + key * VV + (c ^ (key % 8))] = V[key][c * 16:c * 16 + 16]
+    def ldm(addr_of_lane, trans):  # r[lane][j] = 4 bytes, byte 0 lowest
+        r = [[None] * 4 for _ in range(32)]
+        for j in range(4):
+            rows = [sm[addr_of_lane(8 * j + i)] for i in range(8)]
+            for l in range(32):
+                g, t = l // 4, l % 4
+                if trans:
+                    r[l][j] = [rows[2 * t][2 * g], rows[2 * t][2 * g + 1], rows[2 * t + 1][2 * g], rows[2 * t + 1][2 * g + 1]]
+                else:
+                    r[l][j] = rows[g][4 * t:4 * t + 4]
+        return r
+    def perm3120(x): return [x[0], x[2], x[1], x[3]]
+    def mma(C, A, B):
+        Am = [[0.0] * 16 for _ in range(16)]; Bm = [[0.0] * 8 for _ in range(16)]
+        for l in range(32):
+            g, t = l // 4, l % 4
+            for i, (r, c) in enumerate([(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]):
+                Am[r][c], Am[r][c + 1] = A[l][i]
+            for i, k in enumerate([2 * t, 2 * t + 8]):
+                Bm[k][g], Bm[k + 1][g] = B[l][i]
+        D = matmul(Am, Bm)
+        return [[C[l][0] + D[l // 4][2 * (l % 4)], C[l][1] + D[l // 4][2 * (l % 4) + 1],
+                 C[l][2] + D[l // 4 + 8][2 * (l % 4)], C[l][3] + D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+    ld_key = lambda l: (l // 16) * 8 + l % 8; ld_vec = lambda l: (l // 8) % 2
+    s = [[[0.0] * 4 for _ in range(32)] for _ in range(2)]
+    for v in range(KVV // 2):
+        b = ldm(lambda l: ld_key(l) * KVV + ((2 * v + ld_vec(l)) ^ (ld_key(l) % 8)), False)
+        for h in range(2):
+            k = 2 * v + h
+            A = []
+            for l in range(32):
+                g, t = l // 4, l % 4
+                A.append([(Q[g][16 * k + 4 * t], Q[g][16 * k + 4 * t + 1]), (0, 0),
+                          (Q[g][16 * k + 4 * t + 2], Q[g][16 * k + 4 * t + 3]), (0, 0)])
+            s[0] = mma(s[0], A, [[tuple(b[l][h][0:2]), tuple(b[l][h][2:4])] for l in range(32)])
+            s[1] = mma(s[1], A, [[tuple(b[l][2 + h][0:2]), tuple(b[l][2 + h][2:4])] for l in range(32)])
+    S = matmul(Q, T(K))
+    for l in range(32):
+        g, t = l // 4, l % 4
+        for n in range(2):
+            for e in range(2):
+                assert abs(s[n][l][e] - S[g][8 * n + 2 * t + e]) < 1e-9
+    P = randm(8, 16)
+    PB = [[(P[l // 4][2 * (l % 4)], P[l // 4][2 * (l % 4) + 1]), (P[l // 4][8 + 2 * (l % 4)], P[l // 4][8 + 2 * (l % 4) + 1])]
+          for l in range(32)]
+    O = matmul(P, V)
+    for v in range(VV // 2):
+        a = ldm(lambda l: CH * KVV + ld_key(l) * VV + ((2 * v + ld_vec(l)) ^ (ld_key(l) % 8)), True)
+        for h in range(2):
+            mt = 2 * v + h
+            A = []
+            for l in range(32):
+                lo, hi = perm3120(a[l][h]), perm3120(a[l][2 + h])
+                A.append([tuple(lo[0:2]), tuple(lo[2:4]), tuple(hi[0:2]), tuple(hi[2:4])])
+            o = mma([[0.0] * 4 for _ in range(32)], A, PB)
+            for l in range(32):
+                g, t = l // 4, l % 4
+                d_lo, d_hi = 16 * mt + 2 * g, 16 * mt + 2 * g + 1
+                assert abs(o[l][0] - O[2 * t][d_lo]) < 1e-9 and abs(o[l][1] - O[2 * t + 1][d_lo]) < 1e-9
+                assert abs(o[l][2] - O[2 * t][d_hi]) < 1e-9 and abs(o[l][3] - O[2 * t + 1][d_hi]) < 1e-9
+    print("ok fp8", DK, DV)
+for dk, dv in [(128, 128), (256, 256)]: run_fp8(dk, dv)

@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 }
 
 Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
-  return dispatch_decode_loop(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
+  return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);
     auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();

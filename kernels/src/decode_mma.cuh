@@ -1,5 +1,7 @@
 // Tensor-core inner loop of the decode paths (issue 18, item 1), for BF16 and
-// F16 K/V: the same per-CTA job as attend_range() in decode_common.cuh (one
+// F16 K/V and, at head dims 128 and 256, fp8 K/V (widened exactly to F16 in
+// registers; k_scale is in q, v_scale on the output as in the CUDA-core
+// loop): the same per-CTA job as attend_range() in decode_common.cuh (one
 // (sequence, kv head, head tile) over keys [begin, end), per-warp states left
 // in shared memory for combine_warps()), with Q K^T and P V on mma.sync.
 //
@@ -47,14 +49,18 @@ namespace pagecheck::gpu::decode {
 
 template <DType KV, int DK, int DV>
 struct DecodeTcTraits {
-  static_assert(KV == DType::BF16 || KV == DType::F16, "the tensor-core loop takes 16-bit K/V");
-  static_assert(DK % 64 == 0 && DV % 64 == 0, "the swizzle needs rows of a multiple of 8 vectors");
   static constexpr bool kTensorCore = true;
   static constexpr DType kKvDtype = KV;
+  static constexpr bool kFp8 = KV == DType::F8_E4M3 || KV == DType::F8_E5M2;
+  static_assert(KV == DType::BF16 || KV == DType::F16 || kFp8, "the tensor-core loop takes 16-bit or fp8 K/V");
+  // The mma operand type: fp8 widens exactly to F16.
+  static constexpr DType kMmaType = KV == DType::BF16 ? DType::BF16 : DType::F16;
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
   static constexpr int kHeadDim = DK;
   static constexpr int kVHeadDim = DV;
-  static constexpr int kKeyVecs = DK / 8;  // 16-byte vectors per key row
-  static constexpr int kValueVecs = DV / 8;
+  static constexpr int kKeyVecs = DK * kElemBytes / 16;  // 16-byte vectors per key row
+  static constexpr int kValueVecs = DV * kElemBytes / 16;
+  static_assert(kKeyVecs % 8 == 0 && kValueVecs % 8 == 0, "the swizzle needs rows of a multiple of 8 vectors");
   static constexpr int kChunkKeys = 16;
   static constexpr int kHeadTile = 8;      // query heads per CTA: the N of P V
   static constexpr int kWarps = PC_DECODE_TC_WARPS;
@@ -130,7 +136,14 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   constexpr int WARPS = T::kWarps;
   constexpr int KSTEPS = T::kHeadDim / 16;   // k-steps of S = Q K^T
   constexpr int MTILES = T::kVHeadDim / 16;  // m-tiles of O^T
-  constexpr DType KV = T::kKvDtype;
+  constexpr DType KV = T::kMmaType;
+  constexpr bool FP8 = T::kFp8;
+  constexpr __nv_fp8_interpretation_t kFp8Kind = T::kKvDtype == DType::F8_E5M2 ? __NV_E5M2 : __NV_E4M3;
+  // fp8 pair (low byte first) -> f16x2, exact.
+  auto widen2 = [](std::uint32_t pair) -> std::uint32_t {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), kFp8Kind);
+    return static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
+  };
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -141,8 +154,12 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   const unsigned warp_pipe_addr = static_cast<unsigned>(__cvta_generic_to_shared(warp_pipe));
 
   const PagedKvView& kv = p.kv;
-  const uint4* key_base = static_cast<const uint4*>(kv.key_data);
-  const uint4* value_base = static_cast<const uint4*>(kv.value_data);
+  // DecodeParams counts cache strides in load vectors of the CUDA-core loop
+  // (16 bytes, 8 for fp8); a 16-byte vector c of a row is Raw vector c * kRawPer16.
+  using Raw = typename KvElem<T::kKvDtype>::Raw;
+  constexpr int kRawPer16 = 16 / static_cast<int>(sizeof(Raw));
+  const Raw* key_base = static_cast<const Raw*>(kv.key_data);
+  const Raw* value_base = static_cast<const Raw*>(kv.value_data);
   const std::int32_t* pages = kv.page_indices + kv.page_indptr[seq];
   const std::int32_t k_head_vec = kv_head * p.k_head_vecs;
   const std::int32_t v_head_vec = kv_head * p.v_head_vecs;
@@ -171,12 +188,12 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 #pragma unroll
     for (int i = 0; i < KV_VECS / 2; ++i) {
       const int c = 2 * i + copy_half;
-      cp_async_vec<16>(k_dst + (c ^ swizzle), key_base + k_off + c, valid);
+      cp_async_vec<16>(k_dst + (c ^ swizzle), key_base + k_off + c * kRawPer16, valid);
     }
 #pragma unroll
     for (int i = 0; i < V_VECS / 2; ++i) {
       const int c = 2 * i + copy_half;
-      cp_async_vec<16>(v_dst + (c ^ swizzle), value_base + v_off + c, valid);
+      cp_async_vec<16>(v_dst + (c ^ swizzle), value_base + v_off + c * kRawPer16, valid);
     }
   };
 
@@ -188,6 +205,8 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 
   // Q as the A operand (rows 8-15 zero): q_frag[k][0] = dims 16k + 2t, +1 of
   // head g; q_frag[k][1] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
+  // fp8: the k index of a step is permuted (the sum does not care) so that a
+  // lane's four K bytes are contiguous: q_frag[k][h] = dims 16k + 4t + 2h, +1.
   std::uint32_t q_frag[KSTEPS][2];
   {
     const std::int64_t q_row = p.query_start_loc[seq];
@@ -198,7 +217,7 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     for (int k = 0; k < KSTEPS; ++k) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int dim = 16 * k + 8 * half + 2 * t;
+        const int dim = FP8 ? 16 * k + 4 * t + 2 * half : 16 * k + 8 * half + 2 * t;
         const float lo = live ? load_as_float(p.query_dtype, p.query, q_base + dim) * p.q_multiplier : 0.0f;
         const float hi = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) * p.q_multiplier : 0.0f;
         q_frag[k][half] = pack2<KV>(lo, hi);
@@ -229,13 +248,25 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>((j % STAGES) * T::kStageBytes);
 
     // S = Q K^T over the chunk's 16 keys: s[n] is the 8-key tile n.
+    // One ldmatrix.x4 takes vectors 2v, 2v + 1 of keys 0-7 and 8-15: one
+    // k-step of 16 dims for 16-bit K, two for fp8 (a lane's register then
+    // holds dims 4t .. 4t + 3 of key g of a 16-dim step).
     float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
-    for (int k = 0; k < KSTEPS; ++k) {
+    for (int v = 0; v < KV_VECS / 2; ++v) {
       std::uint32_t b[4];
-      ldmatrix_x4(stage_addr + ld_row_k + static_cast<unsigned>(((2 * k + ld_vec) ^ ld_swizzle) * 16), b);
-      mma_16816<KV>(s[0], q_frag[k][0], 0u, q_frag[k][1], 0u, b[0], b[1]);
-      mma_16816<KV>(s[1], q_frag[k][0], 0u, q_frag[k][1], 0u, b[2], b[3]);
+      ldmatrix_x4(stage_addr + ld_row_k + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), b);
+      if constexpr (FP8) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int k = 2 * v + h;
+          mma_16816<KV>(s[0], q_frag[k][0], 0u, q_frag[k][1], 0u, widen2(b[h]), widen2(b[h] >> 16));
+          mma_16816<KV>(s[1], q_frag[k][0], 0u, q_frag[k][1], 0u, widen2(b[2 + h]), widen2(b[2 + h] >> 16));
+        }
+      } else {
+        mma_16816<KV>(s[0], q_frag[v][0], 0u, q_frag[v][1], 0u, b[0], b[1]);
+        mma_16816<KV>(s[1], q_frag[v][0], 0u, q_frag[v][1], 0u, b[2], b[3]);
+      }
     }
 
     // Online softmax for head g over keys 8n + 2t + e of the chunk.
@@ -272,9 +303,25 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
       o[mt][1] *= f1;
       o[mt][2] *= f0;
       o[mt][3] *= f1;
+    }
+    // 16-bit V: one ldmatrix.x4.trans per m-tile (16 dims). fp8 V: one per two
+    // m-tiles; the transposed b16 pairs are bytes (key 2t: dims 2g, 2g + 1;
+    // key 2t + 1: the same), so m-tile row g is dim 2g, row g + 8 dim 2g + 1.
+#pragma unroll
+    for (int v = 0; v < V_VECS / 2; ++v) {
       std::uint32_t a[4];
-      ldmatrix_x4_trans(stage_addr + ld_row_v + static_cast<unsigned>(((2 * mt + ld_vec) ^ ld_swizzle) * 16), a);
-      mma_16816<KV>(o[mt], a[0], a[1], a[2], a[3], p_b0, p_b1);
+      ldmatrix_x4_trans(stage_addr + ld_row_v + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), a);
+      if constexpr (FP8) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const std::uint32_t lo_keys = __byte_perm(a[h], 0, 0x3120);      // keys 2t, 2t + 1
+          const std::uint32_t hi_keys = __byte_perm(a[2 + h], 0, 0x3120);  // keys 8 + 2t, 8 + 2t + 1
+          mma_16816<KV>(o[2 * v + h], widen2(lo_keys), widen2(lo_keys >> 16), widen2(hi_keys),
+                        widen2(hi_keys >> 16), p_b0, p_b1);
+        }
+      } else {
+        mma_16816<KV>(o[v], a[0], a[1], a[2], a[3], p_b0, p_b1);
+      }
     }
     __syncwarp();  // the next issue overwrites this stage
   }
@@ -291,13 +338,15 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     warp_rows[g * kRow] = m;
     warp_rows[g * kRow + 1] = l;
   }
+  // O^T row g of m-tile mt is dim 16 mt + g (row g + 8: + 8); fp8: 16 mt + 2g (+ 1).
+  const int d_lo = FP8 ? 2 * g : g;
+  const int d_hi = FP8 ? 2 * g + 1 : g + 8;
 #pragma unroll
   for (int mt = 0; mt < MTILES; ++mt) {
-    const int d = 16 * mt + g;
-    warp_rows[(2 * t) * kRow + 2 + d] = o[mt][0];
-    warp_rows[(2 * t + 1) * kRow + 2 + d] = o[mt][1];
-    warp_rows[(2 * t) * kRow + 2 + d + 8] = o[mt][2];
-    warp_rows[(2 * t + 1) * kRow + 2 + d + 8] = o[mt][3];
+    warp_rows[(2 * t) * kRow + 2 + 16 * mt + d_lo] = o[mt][0];
+    warp_rows[(2 * t + 1) * kRow + 2 + 16 * mt + d_lo] = o[mt][1];
+    warp_rows[(2 * t) * kRow + 2 + 16 * mt + d_hi] = o[mt][2];
+    warp_rows[(2 * t + 1) * kRow + 2 + 16 * mt + d_hi] = o[mt][3];
   }
   __syncthreads();
   return merged;
@@ -315,42 +364,62 @@ __device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64
 
 // ---- which loop a launch runs ------------------------------------------------------
 // PAGECHECK_DECODE_KERNEL=simt forces the CUDA-core loop for every case (A/B
-// runs, and a fallback); unset, empty or "auto": tensor cores for BF16/F16 K/V.
+// runs, and a fallback); unset, empty or "auto": tensor cores where they apply.
 inline bool decode_tensor_cores_allowed() {
   const char* choice = std::getenv("PAGECHECK_DECODE_KERNEL");
   return choice == nullptr || std::strcmp(choice, "simt") != 0;
 }
-inline bool decode_uses_tensor_cores(DType kv_dtype) {
-  return (kv_dtype == DType::BF16 || kv_dtype == DType::F16) && decode_tensor_cores_allowed();
+// Tensor cores take BF16/F16 K/V at every built head dim, and fp8 K/V at head
+// dims 128 and 256 (rows of a multiple of 8 16-byte vectors) when every cache
+// stride is a multiple of 16 elements and the caches are 16-byte aligned.
+inline bool decode_uses_tensor_cores(const DeviceCaseView& view) {
+  if (!decode_tensor_cores_allowed()) return false;
+  const DType kv = view.kv_dtype;
+  if (kv == DType::BF16 || kv == DType::F16) return true;
+  if (kv != DType::F8_E4M3 && kv != DType::F8_E5M2) return false;
+  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (!(dk == dv && (dk == 128 || dk == 256))) return false;
+  for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides})
+    if (st->block % 16 || st->slot % 16 || st->head % 16) return false;
+  return reinterpret_cast<std::uintptr_t>(view.kv.key_data) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(view.kv.value_data) % 16 == 0;
 }
-inline const char* decode_kernel_name(DType kv_dtype) {
-  return decode_uses_tensor_cores(kv_dtype) ? "mma.sync" : "simt (CUDA cores)";
+inline const char* decode_kernel_name(const DeviceCaseView& view) {
+  return decode_uses_tensor_cores(view) ? "mma.sync" : "simt (CUDA cores)";
 }
 
 template <DType KV, class F>
 Status dispatch_dims_tc(std::int64_t dk, std::int64_t dv, F&& f) {
-  if (dk == 64 && dv == 64) return f(DecodeTcTraits<KV, 64, 64>{});
+  if constexpr (KV == DType::BF16 || KV == DType::F16) {
+    if (dk == 64 && dv == 64) return f(DecodeTcTraits<KV, 64, 64>{});
+    if (dk == 192 && dv == 128) return f(DecodeTcTraits<KV, 192, 128>{});
+  }
   if (dk == 128 && dv == 128) return f(DecodeTcTraits<KV, 128, 128>{});
   if (dk == 256 && dv == 256) return f(DecodeTcTraits<KV, 256, 256>{});
-  if (dk == 192 && dv == 128) return f(DecodeTcTraits<KV, 192, 128>{});
   return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) +
                            " is not built; built: " + built_head_dims(),
                        "decode");
 }
 
-// dispatch_decode(), with the tensor-core traits for BF16/F16 K/V.
+// dispatch_decode() for the view, with the tensor-core traits where
+// decode_uses_tensor_cores() says so.
 template <class F>
-Status dispatch_decode_loop(DType kv_dtype, std::int64_t dk, std::int64_t dv, F&& f) {
-  if (decode_uses_tensor_cores(kv_dtype)) {
+Status dispatch_decode_loop(const DeviceCaseView& view, F&& f) {
+  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (decode_uses_tensor_cores(view)) {
 #ifdef PC_DECODE_SWEEP_ONLY
-    if (kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTcTraits<DType::BF16, 128, 128>{});
+    if (view.kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTcTraits<DType::BF16, 128, 128>{});
     return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
 #else
-    if (kv_dtype == DType::BF16) return dispatch_dims_tc<DType::BF16>(dk, dv, f);
-    return dispatch_dims_tc<DType::F16>(dk, dv, f);
+    switch (view.kv_dtype) {
+      case DType::BF16: return dispatch_dims_tc<DType::BF16>(dk, dv, f);
+      case DType::F16: return dispatch_dims_tc<DType::F16>(dk, dv, f);
+      case DType::F8_E4M3: return dispatch_dims_tc<DType::F8_E4M3>(dk, dv, f);
+      default: return dispatch_dims_tc<DType::F8_E5M2>(dk, dv, f);
+    }
 #endif
   }
-  return dispatch_decode(kv_dtype, dk, dv, f);
+  return dispatch_decode(view.kv_dtype, dk, dv, f);
 }
 
 }  // namespace pagecheck::gpu::decode

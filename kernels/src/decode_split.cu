@@ -244,7 +244,7 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
   if (view.kv.num_seqs > 0 &&
       (workspace.partial_out == nullptr || workspace.partial_max == nullptr || workspace.partial_sum == nullptr))
     return invalid_input("split workspace pointer is null", "split");
-  return dispatch_decode_loop(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
+  return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);
     auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
     if (!params.ok()) return params.error();

@@ -156,6 +156,9 @@ static Built build(const Config& c) {
     fill16(b.hk);
     fill16(b.hv);
     fill16(b.hq);
+    if (is_fp8(c.kv))  // finite fp8 bytes: clear the sign and the top exponent bit
+      for (auto* buf : {&b.hk, &b.hv})
+        for (auto& byte : *buf) byte &= 0x77;
   } else {
     for (std::size_t i = 0; i < (std::size_t)(used * b.page_elems_k); ++i) store(c.kv, b.hk, i, amp * uni(rng));
     for (std::size_t i = 0; i < (std::size_t)(used * b.page_elems_v); ++i) store(c.kv, b.hv, i, amp * uni(rng));
@@ -302,10 +305,11 @@ static void use_kernel(const char* name) {
   else
     unsetenv("PAGECHECK_DECODE_KERNEL");
 }
-// Both loops where the tensor-core one applies (16-bit K/V), else the CUDA-core one.
+// Both loops where the tensor-core one may apply (16-bit and fp8 K/V; the
+// launcher falls back to the CUDA-core loop where it does not), else the CUDA-core one.
 static std::vector<const char*> kernels_for(DType kv) {
-  if (kv == DType::BF16 || kv == DType::F16) return {"mma", "simt"};
-  return {"simt"};
+  if (kv == DType::F32) return {"simt"};
+  return {"mma", "simt"};
 }
 static double g_worst = 0;
 
@@ -332,7 +336,7 @@ static bool compare(const char* path, const Built& b, const Result& r, const std
   // The looser of the query's and the K/V's precision (docs/tolerances.md), as a
   // relative L2 bound: the tensor-core loop rounds q and P to the K/V type.
   auto precision_tol = [](DType d) {
-    return d == DType::F32 ? 2e-5 : d == DType::F16 ? 2e-3 : d == DType::BF16 ? 1e-2 : 2e-4;
+    return d == DType::F32 ? 2e-5 : d == DType::F16 ? 2e-3 : d == DType::BF16 ? 1e-2 : 2e-3;  // fp8: F16 operands
   };
   const double tol = std::max(precision_tol(b.cfg.q), precision_tol(b.cfg.kv));
   const bool pass = bad == 0 && rel <= tol && lse_err <= 1e-3;
@@ -588,9 +592,15 @@ static void run_bench(bool only_first) {
     KvLayout layout;
     bool shuffle;
     const char* tag;
-  } shapes[] = {{64, 4096, KvLayout::NHD, true, ""},          {256, 1024, KvLayout::NHD, true, ""},
-                {8, 8192, KvLayout::NHD, true, ""},           {1, 32768, KvLayout::NHD, true, ""},
-                {64, 4096, KvLayout::NHD, false, "/seqpages"}, {64, 4096, KvLayout::HND, true, "/HND"},
+    DType kv = DType::BF16;
+    bool first = false;  // in bench4
+  } shapes[] = {{64, 4096, KvLayout::NHD, true, "", DType::BF16, true},
+                {256, 1024, KvLayout::NHD, true, "", DType::BF16, true},
+                {8, 8192, KvLayout::NHD, true, "", DType::BF16, true},
+                {1, 32768, KvLayout::NHD, true, "", DType::BF16, true},
+                {64, 4096, KvLayout::NHD, true, "/e4m3", DType::F8_E4M3, true},
+                {64, 4096, KvLayout::NHD, false, "/seqpages"},
+                {64, 4096, KvLayout::HND, true, "/HND"},
                 {1, 32768, KvLayout::HND, true, "/HND"}};
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
@@ -600,7 +610,10 @@ static void run_bench(bool only_first) {
   std::printf("%-20s %-19s %10s %10s %10s %10s %10s\n", "shape", "path", "median_us", "min_us", "max_us", "KV_GB/s",
               "graph_us");
   for (auto sh : shapes) {
-    if (only_first && sh.tag[0]) continue;
+    if (only_first && !sh.first) continue;
+#ifdef PC_DECODE_SWEEP_ONLY
+    if (sh.kv != DType::BF16) continue;  // built for BF16 d128 alone
+#endif
     Config c;
     c.seed = 5;
     c.q_heads = 32;
@@ -610,13 +623,15 @@ static void run_bench(bool only_first) {
     c.fast_fill = true;
     c.layout = sh.layout;
     c.shuffle = sh.shuffle;
+    c.kv = sh.kv;
     Built b = build(c);
-    const double kv_bytes = 2.0 * sh.seqs * (double)sh.ctx * c.kv_heads * c.dk * 2;
+    const double kv_bytes = 2.0 * sh.seqs * (double)sh.ctx * c.kv_heads * c.dk * dtype_size(sh.kv);
     std::vector<void*> keep;
     for (int pass = 0; pass < 10; ++pass) {
       const int variant = pass / 2;
       use_kernel(pass % 2 ? "simt" : "mma");
       if (sh.tag[0] && variant != 0 && variant != 3) continue;
+      if (sh.kv != DType::BF16 && variant != 0) continue;
       const std::int64_t P = variant == 1 ? 256 : variant == 2 ? 512 : variant == 3 ? 1024 : 512;
       SplitWorkspace ws = variant ? make_ws(b.view, P, keep) : SplitWorkspace{};
       auto launch = [&]() {
