@@ -43,7 +43,7 @@ for v in devbin/probe_*; do
   run "bench_$(basename "$v")" 45 "$v" bench4
 done
 run bench_probe_again 45 devbin/decode_probe bench4
-run ncu 60 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
+run ncu 75 ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats \
   -k regex:decode_ devbin/decode_probe ncu1
 grep -E "decode_|Duration|DRAM Throughput|Registers Per|Achieved Occupancy|Issue Slots|Warp Cycles Per Issued" \
   "$out/ncu.log" | sed 's/  */ /g' | cut -c1-160 | head -80 >"$out/ncu_summary.txt"

@@ -316,7 +316,21 @@ static double g_worst = 0;
 // Relative L2 error, NaN/unwritten count; prints on failure.
 static bool compare(const char* path, const Built& b, const Result& r, const std::vector<double>& ref,
                     const std::vector<double>& ref_lse) {
-  double num = 0, den = 0, lse_err = 0;
+  // LSE: 1e-3 absolute, or pagecheck's default (docs/tolerances.md, atol + rtol |lse|
+  // of the looser precision) where that is looser: the tensor-core loop rounds q to
+  // the K/V type, which moves a one-key row's LSE by ~2^-9 of its logit in BF16.
+  struct LseTol {
+    double atol, rtol;
+  };
+  auto lse_tol = [](DType d) -> LseTol {
+    if (d == DType::BF16) return {1e-2, 1e-2};
+    if (d == DType::F16) return {1e-3, 2e-3};
+    if (is_fp8(d)) return {2e-2, 2e-2};
+    return {1e-3, 0.0};
+  };
+  const LseTol tq = lse_tol(b.cfg.q), tkv = lse_tol(b.cfg.kv);
+  const double lse_atol = std::max(tq.atol, tkv.atol), lse_rtol = std::max(tq.rtol, tkv.rtol);
+  double num = 0, den = 0, lse_err = 0;  // lse_err: worst |error| / tolerance
   long bad = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     if (!std::isfinite(r.out[i])) { ++bad; continue; }
@@ -330,7 +344,7 @@ static bool compare(const char* path, const Built& b, const Result& r, const std
         continue;
       }
       if (!std::isfinite(r.lse[i])) { ++bad; continue; }
-      lse_err = std::max(lse_err, std::fabs(r.lse[i] - ref_lse[i]));
+      lse_err = std::max(lse_err, std::fabs(r.lse[i] - ref_lse[i]) / (lse_atol + lse_rtol * std::fabs(ref_lse[i])));
     }
   const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
   // The looser of the query's and the K/V's precision (docs/tolerances.md), as a
@@ -339,11 +353,11 @@ static bool compare(const char* path, const Built& b, const Result& r, const std
     return d == DType::F32 ? 2e-5 : d == DType::F16 ? 2e-3 : d == DType::BF16 ? 1e-2 : 2e-3;  // fp8: F16 operands
   };
   const double tol = std::max(precision_tol(b.cfg.q), precision_tol(b.cfg.kv));
-  const bool pass = bad == 0 && rel <= tol && lse_err <= 1e-3;
+  const bool pass = bad == 0 && rel <= tol && lse_err <= 1.0;
   g_worst = std::max(g_worst, rel / tol);
   if (!pass) {
     ++g_failures;
-    std::printf("FAIL %-6s %-5s rel=%.3g (tol %.1g) lse_err=%.3g nonfinite=%ld  %s\n", path, g_kernel, rel, tol, lse_err, bad,
+    std::printf("FAIL %-6s %-5s rel=%.3g (tol %.1g) lse_err/tol=%.3g nonfinite=%ld  %s\n", path, g_kernel, rel, tol, lse_err, bad,
                 b.cfg.label().c_str());
   }
   return pass;
@@ -695,20 +709,23 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   if (mode == "check" || mode == "all") run_checks();
   if (mode == "small") {  // a few small cases, for compute-sanitizer memcheck / racecheck
-    const DType kvs[] = {DType::BF16, DType::F8_E4M3, DType::F32};
-    const int dims[][2] = {{128, 128}, {192, 128}, {64, 64}};
-    for (int i = 0; i < 3; ++i) {
+    // BF16 d128 and F16 d192/128 (mma), fp8 d192/128 (simt) and d256 (mma), F32 d64 (simt).
+    const DType kvs[] = {DType::BF16, DType::F8_E4M3, DType::F32, DType::F8_E5M2, DType::F16};
+    const int dims[][2] = {{128, 128}, {192, 128}, {64, 64}, {256, 256}, {192, 128}};
+    for (int i = 0; i < 5; ++i) {
       Config c;
       c.seed = 500 + i;
       c.kv = kvs[i];
       c.q = i == 2 ? DType::F32 : DType::BF16;
       c.dk = dims[i][0];
       c.dv = dims[i][1];
-      c.block = i == 1 ? 7 : 16;
-      c.layout = i == 1 ? KvLayout::HND : KvLayout::NHD;
+      c.block = i == 1 ? 7 : i == 3 ? 32 : i == 4 ? 1 : 16;
+      c.layout = i == 1 || i == 4 ? KvLayout::HND : KvLayout::NHD;
       c.q_heads = 8;
-      c.kv_heads = i == 2 ? 1 : 2;
-      c.window = i == 1 ? 50 : 0;
+      c.kv_heads = i == 2 || i == 3 ? 1 : 2;
+      c.window = i == 1 || i == 4 ? 50 : 0;
+      c.k_scale = is_fp8(c.kv) ? 0.25f : 1.0f;
+      c.v_scale = is_fp8(c.kv) ? 0.5f : 1.0f;
       c.softcap = i == 2 ? 10.0f : 0.0f;
       c.seq_lens = {1, 7, 100, 300};
       check_case(c, 64, 90);
