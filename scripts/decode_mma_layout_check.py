@@ -11,6 +11,20 @@ random.seed(0)
 def randm(r,c): return [[random.gauss(0,1) for _ in range(c)] for _ in range(r)]
 def matmul(A,B): return [[sum(A[i][k]*B[k][j] for k in range(len(B))) for j in range(len(B[0]))] for i in range(len(A))]
 def T(A): return [list(x) for x in zip(*A)]
+# C + A B for m16n8k16 fragments as the PTX ISA lays them out (g = lane / 4, t = lane % 4):
+# A pairs (g, 2t) (g + 8, 2t) (g, 2t + 8) (g + 8, 2t + 8); B pairs at k = 2t, 2t + 8 of column g.
+def mma(C, A, B):
+    Am = [[0.0] * 16 for _ in range(16)]; Bm = [[0.0] * 8 for _ in range(16)]
+    for l in range(32):
+        g, t = l // 4, l % 4
+        for i, (r, c) in enumerate([(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]):
+            Am[r][c], Am[r][c + 1] = A[l][i]
+        for i, k in enumerate([2 * t, 2 * t + 8]):
+            Bm[k][g], Bm[k + 1][g] = B[l][i]
+    D = matmul(Am, Bm)
+    return [[C[l][0] + D[l // 4][2 * (l % 4)], C[l][1] + D[l // 4][2 * (l % 4) + 1],
+             C[l][2] + D[l // 4 + 8][2 * (l % 4)], C[l][3] + D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
+
 def run(DK,DV):
     KVV,VV=DK//8,DV//8; CH=16
     K=randm(CH,DK); V=randm(CH,DV); Q=randm(8,DK)
@@ -32,18 +46,6 @@ def run(DK,DV):
             for l in range(32):
                 r[l][j]=(M[l//4][2*(l%4)],M[l//4][2*(l%4)+1])
         return r
-    def mma(C,A,B):
-        # C[lane][4], A[lane][4 pairs], B[lane][2 pairs] -> emulate via full matrices
-        Am=[[0.0]*16 for _ in range(16)]; Bm=[[0.0]*8 for _ in range(16)]; Cm=[[0.0]*8 for _ in range(16)]
-        for l in range(32):
-            g,t=l//4,l%4
-            for i,(r,c) in enumerate([(g,2*t),(g+8,2*t),(g,2*t+8),(g+8,2*t+8)]):
-                Am[r][c],Am[r][c+1]=A[l][i]
-            for i,k in enumerate([2*t,2*t+8]):
-                Bm[k][g],Bm[k+1][g]=B[l][i]
-            Cm[g][2*t],Cm[g][2*t+1],Cm[g+8][2*t],Cm[g+8][2*t+1]=C[l]
-        M2=matmul(Am,Bm); D=[[M2[i][j]+Cm[i][j] for j in range(8)] for i in range(16)]
-        return [[D[l//4][2*(l%4)],D[l//4][2*(l%4)+1],D[l//4+8][2*(l%4)],D[l//4+8][2*(l%4)+1]] for l in range(32)]
     ld_key=lambda l:(l//16)*8+l%8; ld_vec=lambda l:(l//8)%2
     s=[[[0.0]*4 for _ in range(32)] for _ in range(2)]
     for k in range(DK//16):
@@ -106,17 +108,6 @@ def run_fp8(DK, DV):
                     r[l][j] = rows[g][4 * t:4 * t + 4]
         return r
     def perm3120(x): return [x[0], x[2], x[1], x[3]]
-    def mma(C, A, B):
-        Am = [[0.0] * 16 for _ in range(16)]; Bm = [[0.0] * 8 for _ in range(16)]
-        for l in range(32):
-            g, t = l // 4, l % 4
-            for i, (r, c) in enumerate([(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]):
-                Am[r][c], Am[r][c + 1] = A[l][i]
-            for i, k in enumerate([2 * t, 2 * t + 8]):
-                Bm[k][g], Bm[k + 1][g] = B[l][i]
-        D = matmul(Am, Bm)
-        return [[C[l][0] + D[l // 4][2 * (l % 4)], C[l][1] + D[l // 4][2 * (l % 4) + 1],
-                 C[l][2] + D[l // 4 + 8][2 * (l % 4)], C[l][3] + D[l // 4 + 8][2 * (l % 4) + 1]] for l in range(32)]
     ld_key = lambda l: (l // 16) * 8 + l % 8; ld_vec = lambda l: (l // 8) % 2
     s = [[[0.0] * 4 for _ in range(32)] for _ in range(2)]
     for v in range(KVV // 2):

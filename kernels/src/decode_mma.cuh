@@ -36,6 +36,7 @@
 #include <cstring>
 
 #include "decode_common.cuh"
+#include "mma_sync.cuh"
 
 namespace pagecheck::gpu::decode {
 
@@ -60,7 +61,8 @@ struct DecodeTcTraits {
   static constexpr int kVHeadDim = DV;
   static constexpr int kKeyVecs = DK * kElemBytes / 16;  // 16-byte vectors per key row
   static constexpr int kValueVecs = DV * kElemBytes / 16;
-  static_assert(kKeyVecs % 8 == 0 && kValueVecs % 8 == 0, "the swizzle needs rows of a multiple of 8 vectors");
+  // The swizzle needs rows of a multiple of 8 vectors: every 16-bit dim, fp8 at 128 and 256.
+  static constexpr bool kBuilt = kKeyVecs % 8 == 0 && kValueVecs % 8 == 0;
   static constexpr int kChunkKeys = 16;
   static constexpr int kHeadTile = 8;      // query heads per CTA: the N of P V
   static constexpr int kWarps = PC_DECODE_TC_WARPS;
@@ -81,47 +83,6 @@ struct DecodeTcTraits {
   static_assert(kKeyVecs % 2 == 0 && kValueVecs % 2 == 0, "two lanes share a key row");
 };
 
-// ---- mma.sync / ldmatrix helpers ----------------------------------------------
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, std::uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// c += a b, m16n8k16, f32 accumulate; a = {a0, a1, a2, a3}, b = {b0, b1}.
-template <DType KV>
-__device__ __forceinline__ void mma_16816(float (&c)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
-                                          std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
-  if constexpr (KV == DType::BF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-// Two floats rounded to the K/V type, lo in the low half.
-template <DType KV>
-__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
-  if constexpr (KV == DType::BF16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<std::uint32_t*>(&v);
-  }
-}
-
 // ---- the per-CTA attention over one token range, tensor cores ------------------
 // Same contract as attend_range(): returns merged[warp][head][m, l, acc[DV]]
 // in shared memory, all threads synchronised.
@@ -136,7 +97,8 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   constexpr int WARPS = T::kWarps;
   constexpr int KSTEPS = T::kHeadDim / 16;   // k-steps of S = Q K^T
   constexpr int MTILES = T::kVHeadDim / 16;  // m-tiles of O^T
-  constexpr DType KV = T::kMmaType;
+  constexpr bool F16 = T::kMmaType == DType::F16;  // else BF16
+  static_assert(T::kBuilt, "the swizzle needs rows of a multiple of 8 vectors");
   constexpr bool FP8 = T::kFp8;
   constexpr __nv_fp8_interpretation_t kFp8Kind = T::kKvDtype == DType::F8_E5M2 ? __NV_E5M2 : __NV_E4M3;
   // fp8 pair (low byte first) -> f16x2, exact.
@@ -204,10 +166,10 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   }
 
   // Q as the A operand (rows 8-15 zero): q_frag[k][0] = dims 16k + 2t, +1 of
-  // head g; q_frag[k][1] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
+  // head g; q_frag[k][2] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
   // fp8: the k index of a step is permuted (the sum does not care) so that a
-  // lane's four K bytes are contiguous: q_frag[k][h] = dims 16k + 4t + 2h, +1.
-  std::uint32_t q_frag[KSTEPS][2];
+  // lane's four K bytes are contiguous: q_frag[k][2h] = dims 16k + 4t + 2h, +1.
+  std::uint32_t q_frag[KSTEPS][4];  // {dims lo, 0, dims hi, 0}: the A operand
   {
     const std::int64_t q_row = p.query_start_loc[seq];
     const int heads_here = min(T::kHeadTile, p.gqa - head_tile * T::kHeadTile);
@@ -215,12 +177,13 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     const bool live = g < heads_here;
 #pragma unroll
     for (int k = 0; k < KSTEPS; ++k) {
+      q_frag[k][1] = q_frag[k][3] = 0u;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int dim = FP8 ? 16 * k + 4 * t + 2 * half : 16 * k + 8 * half + 2 * t;
         const float lo = live ? load_as_float(p.query_dtype, p.query, q_base + dim) * p.q_multiplier : 0.0f;
         const float hi = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) * p.q_multiplier : 0.0f;
-        q_frag[k][half] = pack2<KV>(lo, hi);
+        q_frag[k][2 * half] = pack2<F16>(lo, hi);
       }
     }
   }
@@ -255,17 +218,18 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 #pragma unroll
     for (int v = 0; v < KV_VECS / 2; ++v) {
       std::uint32_t b[4];
-      ldmatrix_x4(stage_addr + ld_row_k + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), b);
+      ldmatrix_x4(stage_addr + ld_row_k + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), b[0], b[1],
+                  b[2], b[3]);
       if constexpr (FP8) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int k = 2 * v + h;
-          mma_16816<KV>(s[0], q_frag[k][0], 0u, q_frag[k][1], 0u, widen2(b[h]), widen2(b[h] >> 16));
-          mma_16816<KV>(s[1], q_frag[k][0], 0u, q_frag[k][1], 0u, widen2(b[2 + h]), widen2(b[2 + h] >> 16));
+          mma16816<F16>(s[0], q_frag[k], widen2(b[h]), widen2(b[h] >> 16));
+          mma16816<F16>(s[1], q_frag[k], widen2(b[2 + h]), widen2(b[2 + h] >> 16));
         }
       } else {
-        mma_16816<KV>(s[0], q_frag[v][0], 0u, q_frag[v][1], 0u, b[0], b[1]);
-        mma_16816<KV>(s[1], q_frag[v][0], 0u, q_frag[v][1], 0u, b[2], b[3]);
+        mma16816<F16>(s[0], q_frag[v], b[0], b[1]);
+        mma16816<F16>(s[1], q_frag[v], b[2], b[3]);
       }
     }
 
@@ -291,8 +255,8 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     for (int i = 0; i < 4; ++i) pr[i] = fast_exp2(x[i] - m_use);
     l = l * factor + ((pr[0] + pr[1]) + (pr[2] + pr[3]));
     m = m_new;
-    const std::uint32_t p_b0 = pack2<KV>(pr[0], pr[1]);  // keys 2t, 2t + 1
-    const std::uint32_t p_b1 = pack2<KV>(pr[2], pr[3]);  // keys 8 + 2t, 8 + 2t + 1
+    const std::uint32_t p_b0 = pack2<F16>(pr[0], pr[1]);  // keys 2t, 2t + 1
+    const std::uint32_t p_b1 = pack2<F16>(pr[2], pr[3]);  // keys 8 + 2t, 8 + 2t + 1
 
     // O^T's columns are heads 2t and 2t + 1: their factors live in quads 2t, 2t + 1.
     const float f0 = __shfl_sync(kFullMask, factor, 8 * t);
@@ -310,17 +274,19 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 #pragma unroll
     for (int v = 0; v < V_VECS / 2; ++v) {
       std::uint32_t a[4];
-      ldmatrix_x4_trans(stage_addr + ld_row_v + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), a);
+      ldmatrix_x4_trans(stage_addr + ld_row_v + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), a[0],
+                        a[1], a[2], a[3]);
       if constexpr (FP8) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const std::uint32_t lo_keys = __byte_perm(a[h], 0, 0x3120);      // keys 2t, 2t + 1
           const std::uint32_t hi_keys = __byte_perm(a[2 + h], 0, 0x3120);  // keys 8 + 2t, 8 + 2t + 1
-          mma_16816<KV>(o[2 * v + h], widen2(lo_keys), widen2(lo_keys >> 16), widen2(hi_keys),
-                        widen2(hi_keys >> 16), p_b0, p_b1);
+          const std::uint32_t v_frag[4] = {widen2(lo_keys), widen2(lo_keys >> 16), widen2(hi_keys),
+                                           widen2(hi_keys >> 16)};
+          mma16816<F16>(o[2 * v + h], v_frag, p_b0, p_b1);
         }
       } else {
-        mma_16816<KV>(o[v], a[0], a[1], a[2], a[3], p_b0, p_b1);
+        mma16816<F16>(o[v], a, p_b0, p_b1);
       }
     }
     __syncwarp();  // the next issue overwrites this stage
@@ -388,19 +354,6 @@ inline const char* decode_kernel_name(const DeviceCaseView& view) {
   return decode_uses_tensor_cores(view) ? "mma.sync" : "simt (CUDA cores)";
 }
 
-template <DType KV, class F>
-Status dispatch_dims_tc(std::int64_t dk, std::int64_t dv, F&& f) {
-  if constexpr (KV == DType::BF16 || KV == DType::F16) {
-    if (dk == 64 && dv == 64) return f(DecodeTcTraits<KV, 64, 64>{});
-    if (dk == 192 && dv == 128) return f(DecodeTcTraits<KV, 192, 128>{});
-  }
-  if (dk == 128 && dv == 128) return f(DecodeTcTraits<KV, 128, 128>{});
-  if (dk == 256 && dv == 256) return f(DecodeTcTraits<KV, 256, 256>{});
-  return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) +
-                           " is not built; built: " + built_head_dims(),
-                       "decode");
-}
-
 // dispatch_decode() for the view, with the tensor-core traits where
 // decode_uses_tensor_cores() says so.
 template <class F>
@@ -412,10 +365,10 @@ Status dispatch_decode_loop(const DeviceCaseView& view, F&& f) {
     return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
 #else
     switch (view.kv_dtype) {
-      case DType::BF16: return dispatch_dims_tc<DType::BF16>(dk, dv, f);
-      case DType::F16: return dispatch_dims_tc<DType::F16>(dk, dv, f);
-      case DType::F8_E4M3: return dispatch_dims_tc<DType::F8_E4M3>(dk, dv, f);
-      default: return dispatch_dims_tc<DType::F8_E5M2>(dk, dv, f);
+      case DType::BF16: return dispatch_dims<DType::BF16, DecodeTcTraits>(dk, dv, f);
+      case DType::F16: return dispatch_dims<DType::F16, DecodeTcTraits>(dk, dv, f);
+      case DType::F8_E4M3: return dispatch_dims<DType::F8_E4M3, DecodeTcTraits>(dk, dv, f);
+      default: return dispatch_dims<DType::F8_E5M2, DecodeTcTraits>(dk, dv, f);
     }
 #endif
   }
