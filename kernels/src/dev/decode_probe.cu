@@ -3,6 +3,8 @@
 //
 // Build (here, no GPU needed):  scripts/build_decode_probe.sh  -> devbin/decode_probe
 // Run (on the GPU machine):     devbin/decode_probe [check|bench|all]
+//   (also small: sanitizer cases; bench4: the first five bench shapes;
+//   bench4t: those with direct and split:1024 alone; ncu1: profiling launches)
 //
 // check: random paged cases (fixed seeds) over block sizes, lengths, dtypes,
 //   layouts, GQA ratios, windows, softcap; outputs poisoned with NaN, compared
@@ -13,8 +15,8 @@
 // bench: the issue-3 shapes (32 q / 8 kv heads, d128, BF16, block 16,
 //   shuffled pages), L2 flushed before each timed repeat, CUDA events, median.
 // Every check and bench row runs both decode loops where the tensor-core one
-// applies (16-bit K/V): "mma" (decode_mma.cuh) and "simt" (the CUDA-core loop,
-// PAGECHECK_DECODE_KERNEL=simt); ncu1 profiles mma first, then simt.
+// applies (16-bit K/V): "mma" (decode_mma.cuh, PAGECHECK_DECODE_KERNEL=mma) and
+// "simt" (the CUDA-core loop, the library's default); ncu1 profiles mma first, then simt.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -300,10 +302,7 @@ static int g_failures = 0;
 static const char* g_kernel = "mma";  // the loop the next launches run (PAGECHECK_DECODE_KERNEL)
 static void use_kernel(const char* name) {
   g_kernel = name;
-  if (std::strcmp(name, "simt") == 0)
-    setenv("PAGECHECK_DECODE_KERNEL", "simt", 1);
-  else
-    unsetenv("PAGECHECK_DECODE_KERNEL");
+  setenv("PAGECHECK_DECODE_KERNEL", name, 1);  // "mma" opts in, "simt" is the library's default
 }
 // Both loops where the tensor-core one may apply (16-bit and fp8 K/V; the
 // launcher falls back to the CUDA-core loop where it does not), else the CUDA-core one.
@@ -573,7 +572,9 @@ static float median(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
-static void run_bench(bool only_first) {
+// only_first: the bench4 shapes; target_rows: direct and split:1024 alone
+// (bench4t, the rows of issue 18's targets, for side-by-side builds).
+static void run_bench(bool only_first, bool target_rows = false) {
   // copy ceiling
   {
     const size_t n = 2ull << 30;
@@ -644,7 +645,7 @@ static void run_bench(bool only_first) {
     for (int pass = 0; pass < 10; ++pass) {
       const int variant = pass / 2;
       use_kernel(pass % 2 ? "simt" : "mma");
-      if (sh.tag[0] && variant != 0 && variant != 3) continue;
+      if ((sh.tag[0] || target_rows) && variant != 0 && variant != 3) continue;
       if (sh.kv != DType::BF16 && variant != 0) continue;
       const std::int64_t P = variant == 1 ? 256 : variant == 2 ? 512 : variant == 3 ? 1024 : 512;
       SplitWorkspace ws = variant ? make_ws(b.view, P, keep) : SplitWorkspace{};
@@ -707,6 +708,7 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
+  use_kernel(g_kernel);
   if (mode == "check" || mode == "all") run_checks();
   if (mode == "small") {  // a few small cases, for compute-sanitizer memcheck / racecheck
     // BF16 d128 and F16 d192/128 (mma), fp8 d192/128 (simt) and d256 (mma), F32 d64 (simt).
@@ -736,6 +738,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "bench" || mode == "all") run_bench(false);
   if (mode == "bench4") run_bench(true);
+  if (mode == "bench4t") run_bench(true, true);
   if (mode == "ncu1") {  // 64 x 4096 direct, 1 x 32768 split at partitions 512 and 1024, 8 x 8192 split 1024
     for (int pass = 0; pass < 8; ++pass) {
       const int which = pass % 4;
