@@ -24,6 +24,7 @@ deadline=${DECODE_DEADLINE_S:-225}
 mkdir -p "$out"
 chmod +x devbin/* 2>/dev/null
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+linebuf=$(command -v stdbuf >/dev/null && echo "stdbuf -oL")
 run() {  # NAME TIMEOUT CMD...
   local name=$1 limit=$2; shift 2
   local left=$((deadline - SECONDS))
@@ -33,7 +34,7 @@ run() {  # NAME TIMEOUT CMD...
   fi
   [ "$limit" -gt "$left" ] && limit=$left
   local t0=$SECONDS
-  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  timeout "$limit" $linebuf "$@" >"$out/$name.log" 2>&1  # line-buffered: a cut step keeps its rows
   echo "$name rc=$? ($((SECONDS - t0)) s)" | tee -a "$out/steps.txt"
 }
 variants=$(ls devbin/probe_* 2>/dev/null | grep -v '\.log$')
