@@ -147,3 +147,56 @@ def run_fp8(DK, DV):
                 assert abs(o[l][2] - O[2 * t][d_hi]) < 1e-9 and abs(o[l][3] - O[2 * t + 1][d_hi]) < 1e-9
     print("ok fp8", DK, DV)
 for dk, dv in [(128, 128), (256, 256)]: run_fp8(dk, dv)
+
+
+# The copy (attend_range_tc's issue()): for each row layout, copy mapping
+# (round 1's lane pair or whole rows), stage size (16 or 32 keys), block
+# size and range start, every K and V vector of every key in range lands
+# once, at its swizzled place, read from the right page and slot; keys past
+# the range are zero-filled writes.
+def pow2_part(v): return v & -v
+def run_copy(kvv, vv, rows, chunk, block, begin, end, first):
+    lpk = min(pow2_part(kvv | vv), 32) if rows else 2
+    kpc, groups = 32 // lpk, chunk // (32 // lpk)
+    pages = list(range(1000, 1000 + (end + block) // block + 2))
+    whole = block % 16 == 0 and begin % 16 == 0
+    own = lambda l: (l % chunk) // 16 * 16 if whole else (l // lpk if groups == 1 else l % chunk)
+    page_of = lambda l: pages[(first + own(l)) // block] if first + own(l) < end else 0
+    own_page = [page_of(l) for l in range(32)]
+    seen = {}
+    for q in range(groups):
+        for l in range(32):
+            key = q * kpc + l // lpk
+            tok = first + key
+            valid = tok < end
+            if whole:
+                u = (q * kpc) // 16
+                t0 = first + 16 * u
+                page, slot = own_page[16 * u], t0 % block + key % 16
+            else:
+                page = own_page[l] if groups == 1 else own_page[key]
+                slot = tok % block
+            for part, n in (("k", kvv), ("v", vv)):
+                for i in range(n // lpk):
+                    c = l % lpk + lpk * i
+                    dst = (part, key, c ^ (key % 8))
+                    assert dst not in seen
+                    seen[dst] = (page, slot, c) if valid else None
+    for key in range(chunk):
+        tok = first + key
+        for part, n in (("k", kvv), ("v", vv)):
+            for d in range(n):
+                got = seen[(part, key, d ^ (key % 8))]
+                if tok < end:
+                    assert got == (pages[tok // block], tok % block, d), (part, key, d, got)
+                else:
+                    assert got is None
+for kvv, vv in [(8, 8), (16, 16), (32, 32), (24, 16)]:
+    for rows in (0, 1):
+        for chunk in (16, 32):
+            for block in (1, 7, 16, 32, 256):
+                for begin in (0, 5, 32):
+                    end = begin + 77
+                    for first in range(begin, end, chunk):
+                        run_copy(kvv, vv, rows, chunk, block, begin, end, first)
+print("ok copy mappings")
