@@ -328,6 +328,8 @@ constexpr int floor_pow2(int x) {
 
 template <DType KV, int DK, int DV>
 struct DecodeTraits {
+  static constexpr bool kTensorCore = false;  // the CUDA-core loop (decode_mma.cuh has the other)
+  static constexpr bool kBuilt = true;        // every kv dtype and head-dim pair
   static constexpr DType kKvDtype = KV;
   static constexpr int kHeadDim = DK;
   static constexpr int kVHeadDim = DV;
@@ -656,12 +658,16 @@ inline bool kv_dtype_built(DType d) {
 }
 inline bool query_dtype_built(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
-template <DType KV, class F>
+// Traits: DecodeTraits (CUDA cores) or DecodeTcTraits (decode_mma.cuh), whose
+// kBuilt leaves out the dims a traits family does not take for KV.
+template <DType KV, template <DType, int, int> class Traits = DecodeTraits, class F>
 Status dispatch_dims(std::int64_t dk, std::int64_t dv, F&& f) {
-  if (dk == 64 && dv == 64) return f(DecodeTraits<KV, 64, 64>{});
-  if (dk == 128 && dv == 128) return f(DecodeTraits<KV, 128, 128>{});
-  if (dk == 256 && dv == 256) return f(DecodeTraits<KV, 256, 256>{});
-  if (dk == 192 && dv == 128) return f(DecodeTraits<KV, 192, 128>{});
+  if constexpr (Traits<KV, 64, 64>::kBuilt)
+    if (dk == 64 && dv == 64) return f(Traits<KV, 64, 64>{});
+  if (dk == 128 && dv == 128) return f(Traits<KV, 128, 128>{});
+  if (dk == 256 && dv == 256) return f(Traits<KV, 256, 256>{});
+  if constexpr (Traits<KV, 192, 128>::kBuilt)
+    if (dk == 192 && dv == 128) return f(Traits<KV, 192, 128>{});
   return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) +
                            " is not built; built: " + built_head_dims(),
                        "decode");

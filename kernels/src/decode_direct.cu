@@ -40,7 +40,7 @@
 #include <algorithm>
 #include <string>
 
-#include "decode_common.cuh"
+#include "decode_mma.cuh"
 #include "launchers.cuh"
 
 namespace pagecheck::gpu {
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   if (!seq_selected(p, seq_len)) return;
 
   const float* merged =
-      attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+      attend<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
 
   const std::int64_t row = p.query_start_loc[seq];
   const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 }
 
 Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
-  return dispatch_decode(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
+  return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);
     auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();

@@ -58,7 +58,7 @@
 #include <algorithm>
 #include <string>
 
-#include "decode_common.cuh"
+#include "decode_mma.cuh"
 #include "launchers.cuh"
 
 namespace pagecheck::gpu {
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     if (seq_len <= p.threshold_tokens) {
       if (partition != 0) return;
       const float* merged =
-          attend_range<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+          attend<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
       store_final<T>(p, merged, seq, kv_head, tile);
       return;
     }
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
                                                        window_begin(seq_len, p.window)));
   const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));
 
-  const float* merged = attend_range<T>(p, seq, kv_head, tile, begin, end, smem);
+  const float* merged = attend<T>(p, seq, kv_head, tile, begin, end, smem);
 
   const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
   for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
@@ -244,7 +244,7 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
   if (view.kv.num_seqs > 0 &&
       (workspace.partial_out == nullptr || workspace.partial_max == nullptr || workspace.partial_sum == nullptr))
     return invalid_input("split workspace pointer is null", "split");
-  return dispatch_decode(view.kv_dtype, view.kv.head_dim, view.kv.v_head_dim, [&](auto traits) -> Status {
+  return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);
     auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
     if (!params.ok()) return params.error();

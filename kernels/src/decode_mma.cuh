@@ -1,0 +1,490 @@
+// Tensor-core inner loop of the decode paths (issue 18, item 1), for BF16 and
+// F16 K/V and, at head dims 128 and 256, fp8 K/V (widened exactly to F16 in
+// registers; k_scale is in q, v_scale on the output as in the CUDA-core
+// loop): the same per-CTA job as attend_range() in decode_common.cuh (one
+// (sequence, kv head, head tile) over keys [begin, end), per-warp states left
+// in shared memory for combine_warps()), with Q K^T and P V on mma.sync.
+//
+// Shapes (m16n8k16, f32 accumulators; g = lane / 4, t = lane % 4):
+//   S   = Q K^T   M = query heads (8 of the tile in rows 0-7, rows 8-15 zero),
+//                 N = 8 keys, K = 16 dims. Q is the A operand, built once in
+//                 registers (pre-scaled, rounded to the K/V type); K is the
+//                 B operand, straight from shared memory by ldmatrix.
+//   O^T = V^T P^T M = 16 value dims, N = the 8 heads, K = 16 keys. V^T is the
+//                 A operand by ldmatrix.trans from the [key][dim] tile; P^T
+//                 is the B operand and is already in the registers S left:
+//                 the C fragments of S's two 8-key tiles (head g, keys 2t,
+//                 2t+1 and 8+2t, 8+2t+1) are exactly the B fragment of a
+//                 16-key step. So P never touches shared memory, and the
+//                 output accumulator is DV/16 x 4 floats (32 at d128), not
+//                 the 64 of a 16-row O.
+// Work split: kWarps warps, each an independent pipeline over the chunks
+//   (kChunkKeys = 16 or 32 keys) warp, warp + kWarps, ... of the range,
+//   kStages deep, with its own online-softmax state (m and l per head,
+//   uniform over the 4 lanes of a quad; each lane sums its own l, the quad
+//   sums at the end; one max and one rescale of o per chunk). The copy
+//   (cp.async, zero-filled past the range): kLanesPerKey lanes take a key's K
+//   and V rows, so one instruction covers whole rows of 32 / kLanesPerKey
+//   keys (round 1: a lane pair per key, 16 keys of 32 bytes each); the page
+//   numbers are read one iteration ahead and shuffled to the copying lanes.
+//   A warp needs __syncwarp only, never a CTA barrier, inside the loop.
+// Shared memory per stage: K [keys][DK/8 vectors], then V [keys][DV/8], the
+//   vector index XOR-swizzled by (key % 8) so that ldmatrix's eight 16-byte
+//   rows hit eight different bank groups (every head dim is a multiple of 64).
+// The online softmax is the one of attend_range(): base-2 logits, q pre-
+//   multiplied by scale * k_scale (* log2 e), softcap on the f32 scores.
+#pragma once
+
+#include <cstdlib>
+#include <cstring>
+
+#include "decode_common.cuh"
+#include "mma_sync.cuh"
+
+namespace pagecheck::gpu::decode {
+
+// ---- tile knobs (kernel experiments: scripts/build_decode_probe.sh -D...) ------
+#ifndef PC_DECODE_TC_WARPS
+#define PC_DECODE_TC_WARPS 2  // warps per CTA, each its own pipeline
+#endif
+#ifndef PC_DECODE_TC_SMEM_KB
+#define PC_DECODE_TC_SMEM_KB 48  // pipeline budget per CTA: sets the stage count
+#endif
+// Round 2 (docs/performance.md, "Tensor-core decode, round 2"):
+#ifndef PC_DECODE_TC_ROWS
+#define PC_DECODE_TC_ROWS 1  // 1: one copy instruction takes whole key rows; 0: a lane pair per key (round 1)
+#endif
+#ifndef PC_DECODE_TC_AHEAD
+#define PC_DECODE_TC_AHEAD 1  // 1: a chunk's page numbers are read one iteration before its copy
+#endif
+#ifndef PC_DECODE_TC_KEYS
+#define PC_DECODE_TC_KEYS 16  // keys per stage of a warp (16 or 32): one softmax step and o rescale per stage
+#endif
+#ifndef PC_DECODE_TC_WHOLE_PAGES
+#define PC_DECODE_TC_WHOLE_PAGES 1  // 1: offsets per 16-key sub-chunk where blocks hold whole sub-chunks
+#endif
+#ifndef PC_DECODE_TC_SPLIT_S
+#define PC_DECODE_TC_SPLIT_S 1  // 1: S = Q K^T in two accumulator chains (even / odd k-steps)
+#endif
+
+template <DType KV, int DK, int DV>
+struct DecodeTcTraits {
+  static constexpr bool kTensorCore = true;
+  static constexpr DType kKvDtype = KV;
+  static constexpr bool kFp8 = KV == DType::F8_E4M3 || KV == DType::F8_E5M2;
+  static_assert(KV == DType::BF16 || KV == DType::F16 || kFp8, "the tensor-core loop takes 16-bit or fp8 K/V");
+  // The mma operand type: fp8 widens exactly to F16.
+  static constexpr DType kMmaType = KV == DType::BF16 ? DType::BF16 : DType::F16;
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;
+  static constexpr int kHeadDim = DK;
+  static constexpr int kVHeadDim = DV;
+  static constexpr int kKeyVecs = DK * kElemBytes / 16;  // 16-byte vectors per key row
+  static constexpr int kValueVecs = DV * kElemBytes / 16;
+  // The swizzle needs rows of a multiple of 8 vectors: every 16-bit dim, fp8 at 128 and 256.
+  static constexpr bool kBuilt = kKeyVecs % 8 == 0 && kValueVecs % 8 == 0;
+  static constexpr int kChunkKeys = PC_DECODE_TC_KEYS;  // keys per pipeline stage of a warp
+  static_assert(kChunkKeys == 16 || kChunkKeys == 32, "a stage is one or two 16-key sub-chunks");
+  static constexpr int kHeadTile = 8;      // query heads per CTA: the N of P V
+  static constexpr int kWarps = PC_DECODE_TC_WARPS;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kStageVecs = kChunkKeys * (kKeyVecs + kValueVecs);
+  static constexpr int kStageBytes = kStageVecs * 16;
+  static constexpr int clamp_stages(int s) { return s < 2 ? 2 : s > 8 ? 8 : s; }
+  static constexpr int kStages = clamp_stages(PC_DECODE_TC_SMEM_KB * 1024 / (kWarps * kStageBytes));
+  static constexpr int kPipelineBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kMergeBytes = kWarps * kHeadTile * (DV + 2) * 4;
+  static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+  static constexpr int blocks_by_smem() {
+    const int b = 227 * 1024 / kSmemBytes;
+    return b < 1 ? 1 : b > 8 ? 8 : b;
+  }
+  static constexpr int kMinBlocksPerSm = blocks_by_smem();
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory exceeds one SM");
+  // The copy: kLanesPerKey lanes take one key row (K, then V), vector c =
+  // r + kLanesPerKey * i for lane r of the key; a warp instruction covers
+  // kKeysPerCopy keys, kCopyGroups of them cover the 16 keys of a chunk.
+  // Whole rows: the largest power of two dividing both row lengths (8 for
+  // 192/128 and fp8 d128, 16 at d128, 32 at d256); round 1: a lane pair.
+  static constexpr int pow2_part(int v) { return v & -v; }
+  static constexpr int kRowLanes = pow2_part(kKeyVecs | kValueVecs) < 32 ? pow2_part(kKeyVecs | kValueVecs) : 32;
+  static constexpr int kLanesPerKey = PC_DECODE_TC_ROWS ? kRowLanes : 2;
+  static constexpr int kKeysPerCopy = 32 / kLanesPerKey;
+  static constexpr int kCopyGroups = kChunkKeys / kKeysPerCopy;
+  static_assert(kLanesPerKey >= 2 && kKeyVecs % kLanesPerKey == 0 && kValueVecs % kLanesPerKey == 0,
+                "the lanes of a key split its K and V rows evenly");
+};
+
+// ---- the per-CTA attention over one token range, tensor cores ------------------
+// Same contract as attend_range(): returns merged[warp][head][m, l, acc[DV]]
+// in shared memory, all threads synchronised.
+template <class T>
+__device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, std::int64_t seq, int kv_head,
+                                                        int head_tile, std::int32_t begin, std::int32_t end,
+                                                        unsigned char* smem) {
+  constexpr int KV_VECS = T::kKeyVecs;
+  constexpr int V_VECS = T::kValueVecs;
+  constexpr int CHUNK = T::kChunkKeys;
+  constexpr int SUBS = CHUNK / 16;  // 16-key sub-chunks of a chunk (the K of P V)
+  constexpr int STAGES = T::kStages;
+  constexpr int WARPS = T::kWarps;
+  constexpr int KSTEPS = T::kHeadDim / 16;   // k-steps of S = Q K^T
+  constexpr int MTILES = T::kVHeadDim / 16;  // m-tiles of O^T
+  constexpr bool F16 = T::kMmaType == DType::F16;  // else BF16
+  static_assert(T::kBuilt, "the swizzle needs rows of a multiple of 8 vectors");
+  constexpr bool FP8 = T::kFp8;
+  constexpr __nv_fp8_interpretation_t kFp8Kind = T::kKvDtype == DType::F8_E5M2 ? __NV_E5M2 : __NV_E4M3;
+  // fp8 pair (low byte first) -> f16x2, exact.
+  auto widen2 = [](std::uint32_t pair) -> std::uint32_t {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), kFp8Kind);
+    return static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
+  };
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;  // head row of S; value dim row of O^T
+  const int t = lane % 4;
+
+  uint4* warp_pipe = reinterpret_cast<uint4*>(smem) + warp * STAGES * T::kStageVecs;
+  const unsigned warp_pipe_addr = static_cast<unsigned>(__cvta_generic_to_shared(warp_pipe));
+
+  const PagedKvView& kv = p.kv;
+  // DecodeParams counts cache strides in load vectors of the CUDA-core loop
+  // (16 bytes, 8 for fp8); a 16-byte vector c of a row is Raw vector c * kRawPer16.
+  using Raw = typename KvElem<T::kKvDtype>::Raw;
+  constexpr int kRawPer16 = 16 / static_cast<int>(sizeof(Raw));
+  const Raw* key_base = static_cast<const Raw*>(kv.key_data);
+  const Raw* value_base = static_cast<const Raw*>(kv.value_data);
+  const std::int32_t* pages = kv.page_indices + kv.page_indptr[seq];
+  const std::int32_t k_head_vec = kv_head * p.k_head_vecs;
+  const std::int32_t v_head_vec = kv_head * p.v_head_vecs;
+  const std::int32_t span = end > begin ? end - begin : 0;
+  const int chunks = (span + CHUNK - 1) / CHUNK;
+  const int my_chunks = chunks > warp ? (chunks - warp + WARPS - 1) / WARPS : 0;
+
+  // The copy of chunk j of this warp (global chunk warp + j * WARPS). Lane l
+  // reads the page of key own_key of the chunk (page_of); the copy group q
+  // takes keys q * KPC + lane / LPK. Whole pages (PC_DECODE_TC_WHOLE_PAGES;
+  // block size and range start multiples of 16, the usual case): each
+  // 16-key sub-chunk lies in one page, so a lane reads the page of its
+  // sub-chunk (one address for all lanes) and a key's offset is the
+  // sub-chunk's plus key * slot stride. Otherwise the pages of the keys come
+  // from their owners (lane k % CHUNK) by shuffle, the slot by division (with
+  // one group, each lane owns the key it copies).
+  constexpr int LPK = T::kLanesPerKey;
+  constexpr int KPC = T::kKeysPerCopy;
+  constexpr int GROUPS = T::kCopyGroups;
+  static_assert(16 % KPC == 0, "a copy group lies in one 16-key sub-chunk");
+  const int copy_key = lane / LPK;  // within a copy group
+  const int copy_r = lane % LPK;
+  const bool whole_pages = PC_DECODE_TC_WHOLE_PAGES && kv.block_size % 16 == 0 && begin % 16 == 0;
+  const int own_key = whole_pages ? (lane % CHUNK) / 16 * 16 : GROUPS == 1 ? copy_key : lane % CHUNK;  // CHUNK <= 32
+  auto chunk_first = [&](int j) { return begin + (warp + j * WARPS) * CHUNK; };
+  auto page_of = [&](int j) -> std::int32_t {
+    const std::int32_t token = chunk_first(j) + own_key;
+    if (j >= my_chunks || token >= end) return 0;
+    return pages[fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift)];
+  };
+  // Vector offsets of token's K and V rows in page `page`.
+  auto row_offsets = [&](std::int32_t token, std::int32_t page, std::int64_t& k_off, std::int64_t& v_off) {
+    const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
+    const std::int32_t slot = token - static_cast<std::int32_t>(page_no) * kv.block_size;
+    k_off = static_cast<std::int64_t>(page) * p.k_block_vecs + (slot * p.k_slot_vecs + k_head_vec);
+    v_off = static_cast<std::int64_t>(page) * p.v_block_vecs + (slot * p.v_slot_vecs + v_head_vec);
+  };
+  auto copy_rows = [&](int stage, int key, bool valid, std::int64_t k_off, std::int64_t v_off) {
+    uint4* k_dst = warp_pipe + stage * T::kStageVecs + key * KV_VECS;
+    uint4* v_dst = warp_pipe + stage * T::kStageVecs + CHUNK * KV_VECS + key * V_VECS;
+    const int swizzle = key % 8;
+#pragma unroll
+    for (int i = 0; i < KV_VECS / LPK; ++i) {
+      const int c = copy_r + LPK * i;
+      cp_async_vec<16>(k_dst + (c ^ swizzle), key_base + k_off + c * kRawPer16, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < V_VECS / LPK; ++i) {
+      const int c = copy_r + LPK * i;
+      cp_async_vec<16>(v_dst + (c ^ swizzle), value_base + v_off + c * kRawPer16, valid);
+    }
+  };
+  auto issue = [&](int j, std::int32_t own_page) {
+    const int stage = j % STAGES;
+    const std::int32_t first = chunk_first(j);
+    if (whole_pages) {
+      std::int64_t k_sub[SUBS], v_sub[SUBS];  // row 0 of each 16-key sub-chunk
+#pragma unroll
+      for (int u = 0; u < SUBS; ++u) {
+        const std::int32_t page = SUBS == 1 ? own_page : __shfl_sync(kFullMask, own_page, 16 * u);
+        row_offsets(first + 16 * u, page, k_sub[u], v_sub[u]);
+      }
+#pragma unroll
+      for (int q = 0; q < GROUPS; ++q) {
+        const int key = q * KPC + copy_key;
+        const int u = (q * KPC) / 16;  // KPC divides 16: a group lies in one sub-chunk
+        const bool valid = first + key < end;
+        copy_rows(stage, key, valid, valid ? k_sub[u] + (key % 16) * p.k_slot_vecs : 0,
+                  valid ? v_sub[u] + (key % 16) * p.v_slot_vecs : 0);
+      }
+    } else {
+#pragma unroll
+      for (int q = 0; q < GROUPS; ++q) {
+        const int key = q * KPC + copy_key;
+        const std::int32_t token = first + key;
+        const bool valid = token < end;
+        const std::int32_t page = GROUPS == 1 ? own_page : __shfl_sync(kFullMask, own_page, key);
+        std::int64_t k_off = 0, v_off = 0;  // in vectors
+        if (valid) row_offsets(token, page, k_off, v_off);
+        copy_rows(stage, key, valid, k_off, v_off);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < my_chunks) issue(s, page_of(s));
+    cp_async_commit();
+  }
+  // PC_DECODE_TC_AHEAD: the page of the next chunk to copy, read one
+  // iteration early so that the L2 round trip is off the warp's chain.
+  std::int32_t next_page = PC_DECODE_TC_AHEAD ? page_of(STAGES - 1) : 0;
+
+  // Q as the A operand (rows 8-15 zero): q_frag[k][0] = dims 16k + 2t, +1 of
+  // head g; q_frag[k][2] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
+  // fp8: the k index of a step is permuted (the sum does not care) so that a
+  // lane's four K bytes are contiguous: q_frag[k][2h] = dims 16k + 4t + 2h, +1.
+  std::uint32_t q_frag[KSTEPS][4];  // {dims lo, 0, dims hi, 0}: the A operand
+  {
+    const std::int64_t q_row = p.query_start_loc[seq];
+    const int heads_here = min(T::kHeadTile, p.gqa - head_tile * T::kHeadTile);
+    const std::int64_t q_base = (q_row * p.q_heads + kv_head * p.gqa + head_tile * T::kHeadTile + g) * T::kHeadDim;
+    const bool live = g < heads_here;
+#pragma unroll
+    for (int k = 0; k < KSTEPS; ++k) {
+      q_frag[k][1] = q_frag[k][3] = 0u;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int dim = FP8 ? 16 * k + 4 * t + 2 * half : 16 * k + 8 * half + 2 * t;
+        const float lo = live ? load_as_float(p.query_dtype, p.query, q_base + dim) * p.q_multiplier : 0.0f;
+        const float hi = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) * p.q_multiplier : 0.0f;
+        q_frag[k][2 * half] = pack2<F16>(lo, hi);
+      }
+    }
+  }
+
+  float o[MTILES][4];
+#pragma unroll
+  for (int mt = 0; mt < MTILES; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[mt][e] = 0.0f;
+  float m = -INFINITY;  // of head g, the same in the four lanes of a quad
+  float l = 0.0f;       // this lane's share of head g's sum
+
+  // ldmatrix row addresses: matrix lane / 8 = (key half, vector parity).
+  const int ld_key = (lane / 16) * 8 + lane % 8;
+  const int ld_vec = (lane / 8) % 2;
+  const unsigned ld_row_k = static_cast<unsigned>(ld_key * KV_VECS) * 16;
+  const unsigned ld_row_v = static_cast<unsigned>(CHUNK * KV_VECS + ld_key * V_VECS) * 16;
+  const int ld_swizzle = ld_key % 8;
+
+  for (int j = 0; j < my_chunks; ++j) {
+    if (j + STAGES - 1 < my_chunks) issue(j + STAGES - 1, PC_DECODE_TC_AHEAD ? next_page : page_of(j + STAGES - 1));
+    cp_async_commit();
+    if (PC_DECODE_TC_AHEAD) next_page = page_of(j + STAGES);
+    cp_async_wait<STAGES - 1>();
+    __syncwarp();
+    const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>((j % STAGES) * T::kStageBytes);
+
+    // S = Q K^T over the chunk's keys: s[2u + n] is the 8-key tile n of the
+    // 16-key sub-chunk u. One ldmatrix.x4 takes vectors 2v, 2v + 1 of keys
+    // 0-7 and 8-15 of a sub-chunk: one k-step of 16 dims for 16-bit K, two
+    // for fp8 (a lane's register then holds dims 4t .. 4t + 3 of key g of a
+    // 16-dim step).
+    // PC_DECODE_TC_SPLIT_S: two accumulator chains per 8-key tile (k-steps
+    // alternating), summed after the loop: half the dependent HMMA chain.
+    constexpr int CHAINS = PC_DECODE_TC_SPLIT_S ? 2 : 1;
+    float sc[CHAINS][2 * SUBS][4];
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c)
+#pragma unroll
+      for (int n = 0; n < 2 * SUBS; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sc[c][n][e] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < SUBS; ++u) {
+      const unsigned sub_k = stage_addr + ld_row_k + static_cast<unsigned>(u * 16 * KV_VECS * 16);
+#pragma unroll
+      for (int v = 0; v < KV_VECS / 2; ++v) {
+        std::uint32_t b[4];
+        ldmatrix_x4(sub_k + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), b[0], b[1], b[2], b[3]);
+        if constexpr (FP8) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int k = 2 * v + h;
+            mma16816<F16>(sc[k % CHAINS][2 * u], q_frag[k], widen2(b[h]), widen2(b[h] >> 16));
+            mma16816<F16>(sc[k % CHAINS][2 * u + 1], q_frag[k], widen2(b[2 + h]), widen2(b[2 + h] >> 16));
+          }
+        } else {
+          mma16816<F16>(sc[v % CHAINS][2 * u], q_frag[v], b[0], b[1]);
+          mma16816<F16>(sc[v % CHAINS][2 * u + 1], q_frag[v], b[2], b[3]);
+        }
+      }
+    }
+
+    // Online softmax for head g over keys 8n + 2t + e (n over the 8-key
+    // tiles of the chunk): one max, one rescale of o per chunk.
+    const std::int32_t chunk_begin = chunk_first(j);
+    float x[4 * SUBS];
+#pragma unroll
+    for (int n = 0; n < 2 * SUBS; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float v = CHAINS == 2 ? sc[0][n][e] + sc[CHAINS - 1][n][e] : sc[0][n][e];
+        if (p.softcap > 0.0f) v = p.softcap * tanhf(v * p.inv_softcap) * kLog2e;
+        x[2 * n + e] = chunk_begin + 8 * n + 2 * t + e < end ? v : -INFINITY;
+      }
+    float mx = x[0];
+#pragma unroll
+    for (int i = 1; i < 4 * SUBS; ++i) mx = fmaxf(mx, x[i]);
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float m_new = fmaxf(m, mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    const float factor = fast_exp2(m - m_use);
+    float pr[4 * SUBS];
+#pragma unroll
+    for (int i = 0; i < 4 * SUBS; ++i) pr[i] = fast_exp2(x[i] - m_use);
+    float psum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4 * SUBS; i += 2) psum += pr[i] + pr[i + 1];
+    l = l * factor + psum;
+    m = m_new;
+    std::uint32_t p_b0[SUBS], p_b1[SUBS];
+#pragma unroll
+    for (int u = 0; u < SUBS; ++u) {
+      p_b0[u] = pack2<F16>(pr[4 * u], pr[4 * u + 1]);      // keys 16u + 2t, + 1
+      p_b1[u] = pack2<F16>(pr[4 * u + 2], pr[4 * u + 3]);  // keys 16u + 8 + 2t, + 1
+    }
+
+    // O^T's columns are heads 2t and 2t + 1: their factors live in quads 2t, 2t + 1.
+    const float f0 = __shfl_sync(kFullMask, factor, 8 * t);
+    const float f1 = __shfl_sync(kFullMask, factor, 8 * t + 4);
+#pragma unroll
+    for (int mt = 0; mt < MTILES; ++mt) {
+      o[mt][0] *= f0;
+      o[mt][1] *= f1;
+      o[mt][2] *= f0;
+      o[mt][3] *= f1;
+    }
+    // 16-bit V: one ldmatrix.x4.trans per m-tile (16 dims). fp8 V: one per two
+    // m-tiles; the transposed b16 pairs are bytes (key 2t: dims 2g, 2g + 1;
+    // key 2t + 1: the same), so m-tile row g is dim 2g, row g + 8 dim 2g + 1.
+#pragma unroll
+    for (int u = 0; u < SUBS; ++u) {
+      const unsigned sub_v = stage_addr + ld_row_v + static_cast<unsigned>(u * 16 * V_VECS * 16);
+#pragma unroll
+      for (int v = 0; v < V_VECS / 2; ++v) {
+        std::uint32_t a[4];
+        ldmatrix_x4_trans(sub_v + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), a[0], a[1], a[2],
+                          a[3]);
+        if constexpr (FP8) {
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const std::uint32_t lo_keys = __byte_perm(a[h], 0, 0x3120);      // keys 2t, 2t + 1
+            const std::uint32_t hi_keys = __byte_perm(a[2 + h], 0, 0x3120);  // keys 8 + 2t, 8 + 2t + 1
+            const std::uint32_t v_frag[4] = {widen2(lo_keys), widen2(lo_keys >> 16), widen2(hi_keys),
+                                             widen2(hi_keys >> 16)};
+            mma16816<F16>(o[2 * v + h], v_frag, p_b0[u], p_b1[u]);
+          }
+        } else {
+          mma16816<F16>(o[v], a, p_b0[u], p_b1[u]);
+        }
+      }
+    }
+    __syncwarp();  // the next issue overwrites this stage
+  }
+  cp_async_wait<0>();
+  l += __shfl_xor_sync(kFullMask, l, 1);
+  l += __shfl_xor_sync(kFullMask, l, 2);
+
+  // Per-warp states to shared memory (reusing the drained pipelines).
+  __syncthreads();
+  constexpr int kRow = T::kVHeadDim + 2;
+  float* merged = reinterpret_cast<float*>(smem);  // [warp][head][2 + DV]
+  float* warp_rows = merged + warp * T::kHeadTile * kRow;
+  if (t == 0) {
+    warp_rows[g * kRow] = m;
+    warp_rows[g * kRow + 1] = l;
+  }
+  // O^T row g of m-tile mt is dim 16 mt + g (row g + 8: + 8); fp8: 16 mt + 2g (+ 1).
+  const int d_lo = FP8 ? 2 * g : g;
+  const int d_hi = FP8 ? 2 * g + 1 : g + 8;
+#pragma unroll
+  for (int mt = 0; mt < MTILES; ++mt) {
+    warp_rows[(2 * t) * kRow + 2 + 16 * mt + d_lo] = o[mt][0];
+    warp_rows[(2 * t + 1) * kRow + 2 + 16 * mt + d_lo] = o[mt][1];
+    warp_rows[(2 * t) * kRow + 2 + 16 * mt + d_hi] = o[mt][2];
+    warp_rows[(2 * t + 1) * kRow + 2 + 16 * mt + d_hi] = o[mt][3];
+  }
+  __syncthreads();
+  return merged;
+}
+
+// The attention loop the traits select: tensor cores or CUDA cores.
+template <class T>
+__device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64_t seq, int kv_head, int head_tile,
+                                               std::int32_t begin, std::int32_t end, unsigned char* smem) {
+  if constexpr (T::kTensorCore)
+    return attend_range_tc<T>(p, seq, kv_head, head_tile, begin, end, smem);
+  else
+    return attend_range<T>(p, seq, kv_head, head_tile, begin, end, smem);
+}
+
+// ---- which loop a launch runs ------------------------------------------------------
+// The CUDA-core loop is the default until the tensor-core one is measured
+// faster on the device (round 1 was slower on every bench shape:
+// docs/performance.md). PAGECHECK_DECODE_KERNEL=mma opts in to tensor cores
+// where they apply; unset, empty, "simt" or anything else: the CUDA-core loop.
+inline bool decode_tensor_cores_allowed() {
+  const char* choice = std::getenv("PAGECHECK_DECODE_KERNEL");
+  return choice != nullptr && std::strcmp(choice, "mma") == 0;
+}
+// Tensor cores take BF16/F16 K/V at every built head dim, and fp8 K/V at head
+// dims 128 and 256 (rows of a multiple of 8 16-byte vectors) when every cache
+// stride is a multiple of 16 elements and the caches are 16-byte aligned.
+inline bool decode_uses_tensor_cores(const DeviceCaseView& view) {
+  if (!decode_tensor_cores_allowed()) return false;
+  const DType kv = view.kv_dtype;
+  if (kv == DType::BF16 || kv == DType::F16) return true;
+  if (kv != DType::F8_E4M3 && kv != DType::F8_E5M2) return false;
+  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (!(dk == dv && (dk == 128 || dk == 256))) return false;
+  for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides})
+    if (st->block % 16 || st->slot % 16 || st->head % 16) return false;
+  return reinterpret_cast<std::uintptr_t>(view.kv.key_data) % 16 == 0 &&
+         reinterpret_cast<std::uintptr_t>(view.kv.value_data) % 16 == 0;
+}
+inline const char* decode_kernel_name(const DeviceCaseView& view) {
+  return decode_uses_tensor_cores(view) ? "mma.sync" : "simt (CUDA cores)";
+}
+
+// dispatch_decode() for the view, with the tensor-core traits where
+// decode_uses_tensor_cores() says so.
+template <class F>
+Status dispatch_decode_loop(const DeviceCaseView& view, F&& f) {
+  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (decode_uses_tensor_cores(view)) {
+#ifdef PC_DECODE_SWEEP_ONLY
+    if (view.kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTcTraits<DType::BF16, 128, 128>{});
+    return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
+#else
+    switch (view.kv_dtype) {
+      case DType::BF16: return dispatch_dims<DType::BF16, DecodeTcTraits>(dk, dv, f);
+      case DType::F16: return dispatch_dims<DType::F16, DecodeTcTraits>(dk, dv, f);
+      case DType::F8_E4M3: return dispatch_dims<DType::F8_E4M3, DecodeTcTraits>(dk, dv, f);
+      default: return dispatch_dims<DType::F8_E5M2, DecodeTcTraits>(dk, dv, f);
+    }
+#endif
+  }
+  return dispatch_decode(view.kv_dtype, dk, dv, f);
+}
+
+}  // namespace pagecheck::gpu::decode
