@@ -121,6 +121,10 @@ StageTiming read_timing(const json& j, const std::string& where) {
   t.repeats = static_cast<int>(get_int(j, "repeats", where));
   t.bytes = get_number(j, "bytes", where, 0);
   t.flops = get_number(j, "flops", where, 0);
+  // The quartiles came later: a report without them (or with null, a single
+  // run) has no measured spread.
+  if (j.contains("q1_ms") && !j["q1_ms"].is_null()) t.q1_ms = get_number(j, "q1_ms", where, kNaN);
+  if (j.contains("q3_ms") && !j["q3_ms"].is_null()) t.q3_ms = get_number(j, "q3_ms", where, kNaN);
   const json& graph = field(j, "graph_replay_ms", where);
   if (!graph.is_null()) t.graph_replay_ms = get_number(j, "graph_replay_ms", where, kNaN);
   // gb_per_s, tflop_per_s and the ceiling percentages follow from these and
@@ -200,6 +204,9 @@ RunReport read_report(const json& j) {
     c.name = get_string(cases[i], "name", where);
     c.description = get_string(cases[i], "description", where);
     c.geometry = get_string(cases[i], "geometry", where);
+    // Optional: reports written before it was recorded have none.
+    if (cases[i].contains("content_hash") && !cases[i]["content_hash"].is_null())
+      c.content_hash = get_string(cases[i], "content_hash", where);
     c.warnings = get_strings(cases[i], "warnings", where);
     c.errors = get_strings(cases[i], "errors", where);
     const json& paths = get_array(cases[i], "paths", where);

@@ -52,6 +52,9 @@ struct CaseReport {
   std::string name;
   std::string description;
   std::string geometry;  // one line: "4 seqs, 8/2 heads, d128, bs16, BF16/BF16, NHD, decode"
+  // case_content_hash (content_hash.hpp): 16 hex digits; empty where unknown
+  // (a case that did not load, a report written before it was recorded).
+  std::string content_hash;
   std::vector<std::string> warnings;
   std::vector<std::string> errors;  // validation / load errors: the case did not run (exit 3)
   std::vector<PathReport> paths;
