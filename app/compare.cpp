@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -61,16 +62,12 @@ Expected<CompareOptions> compare_options(const CompareConfig& config) {
 Expected<RunReport> read_report(const std::string& file) {
   auto report = read_json_report(file);
   if (report.ok()) return report;
-  std::FILE* f = std::fopen(file.c_str(), "rb");
-  if (f != nullptr) {
-    char head[256] = {};
-    const std::size_t n = std::fread(head, 1, sizeof head - 1, f);
-    std::fclose(f);
-    if (std::string(head, n).find("\"pagecheck compare\"") != std::string::npos)
-      return invalid_input("a comparison written by compare --json, not a report: compare the reports that run, "
-                           "replay, bench or merge write with --json",
-                           file);
-  }
+  std::ifstream in(file, std::ios::binary);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_object() && j.contains("tool") && j["tool"] == "pagecheck compare")
+    return invalid_input("a comparison written by compare --json, not a report: compare the reports that run, "
+                         "replay, bench or merge write with --json",
+                         file);
   return report;
 }
 

@@ -412,7 +412,7 @@ TEST_CASE("the noise rule: a change counts only past both runs' spread and the t
     CHECK(find_path(time_pair(1.00, 0.01, 1.10, 0.01, loose), "c", "split").verdicts ==
           std::vector<Verdict>{Verdict::Same});
   }
-  SUBCASE("spread unknown (old reports, single runs): the threshold alone, said") {
+  SUBCASE("spread unknown (reports from before it was recorded): the threshold alone, said") {
     const Comparison slower = time_pair(1.00, std::nullopt, 1.06, std::nullopt);
     CHECK(find_path(slower, "c", "split").verdicts == std::vector<Verdict>{Verdict::Slower});
     CHECK(find_path(slower, "c", "split").note.find("spread unknown") != std::string::npos);
@@ -606,17 +606,27 @@ TEST_CASE("the reference path's own timings through compare") {
     CaseReport cr = case_report(c->name, case_content_hash(*c), {p});
     return run_report({cr}, "pagecheck run --paths reference --json r.json");
   };
-  // Two runs of one binary: the same case, paired by name and hash; a
-  // threshold no wall-clock jitter reaches: same.
-  CompareOptions wide;
-  wide.max_slowdown = 1e6;
-  const Comparison twice = compare_files(report_of(timings_of_a_run(), 1.0), report_of(timings_of_a_run(), 1.0), wide);
+  // Two runs of one binary: the same case, paired by name and hash, the
+  // same, whatever the wall clock did.
+  const Comparison twice = compare_files(report_of(timings_of_a_run(), 1.0), report_of(timings_of_a_run(), 1.0));
   CHECK(find_case(twice, c->name).verdicts.empty());
   CHECK(find_path(twice, c->name, "reference").verdicts == std::vector<Verdict>{Verdict::Same});
-  // One run's time, and a hundred times that: slower, by the threshold alone (a single
-  // run has no spread).
+  // One run's time, and a hundred times that: a single timed run measures no
+  // noise, so the change is shown and not judged, and that is said once.
   const auto measured = timings_of_a_run();
   const Comparison slowed = compare_files(report_of(measured, 1.0), report_of(measured, 100.0));
-  CHECK(has(find_path(slowed, c->name, "reference").verdicts, Verdict::Slower));
-  CHECK(find_path(slowed, c->name, "reference").note.find("spread unknown") != std::string::npos);
+  const PathComparison& p = find_path(slowed, c->name, "reference");
+  CHECK(p.verdicts == std::vector<Verdict>{Verdict::Same});
+  REQUIRE(p.change);
+  CHECK(*p.change == doctest::Approx(99.0));
+  CHECK(p.note.find("a single timed run: not judged") != std::string::npos);
+  REQUIRE(slowed.notes.size() == 1);
+  CHECK(slowed.notes[0].find("the change is shown, not judged") != std::string::npos);
+  CHECK(comparison_exit_code(slowed) == exit_code::kPass);
+  // The same times as repeats of a GPU path with no recorded spread: judged
+  // by the threshold alone.
+  auto repeated = measured;
+  for (auto& t : repeated) t.repeats = 20;
+  const Comparison judged = compare_files(report_of(repeated, 1.0), report_of(repeated, 100.0));
+  CHECK(has(find_path(judged, c->name, "reference").verdicts, Verdict::Slower));
 }

@@ -85,6 +85,12 @@ void judge_time(PathComparison& row, const CompareOptions& options, bool timings
     row.note = "timings not comparable (see the top)";
     return;
   }
+  // One run is no measurement of its noise: the reference's wall clock on a
+  // shared CPU moves by tens of percent between runs.
+  if (row.base.repeats <= 1 || row.now.repeats <= 1) {
+    row.note = fmt::format("{:+.1f}%, a single timed run: not judged", 100 * *row.change);
+    return;
+  }
   const double delta = std::abs(now - base);
   const bool past_threshold = std::abs(*row.change) > options.max_slowdown;
   // The noise: the larger spread of the runs that measured one.
@@ -368,14 +374,20 @@ Expected<Comparison> compare_reports(const RunReport& base, const std::string& b
   if (no_hash(base) || no_hash(now))
     cmp.notes.push_back("cases without a content hash (reports written before it was recorded, or cases that did not "
                         "load) are paired by name alone: a changed case of the same name cannot be told");
-  std::int64_t unmeasured = 0;
+  std::int64_t unmeasured = 0, single = 0;
   for (const auto& c : cmp.cases)
-    for (const auto& p : c.paths)
-      if (p.base.median_ms && p.now.median_ms && !p.base.spread_ms && !p.now.spread_ms) ++unmeasured;
+    for (const auto& p : c.paths) {
+      if (!p.base.median_ms || !p.now.median_ms) continue;
+      if (p.base.repeats <= 1 || p.now.repeats <= 1) ++single;
+      else if (!p.base.spread_ms && !p.now.spread_ms) ++unmeasured;
+    }
+  if (single > 0 && timings_comparable)
+    cmp.notes.push_back(fmt::format("{} timed path{} of a single run (the reference's wall-clock time, or --repeats 1): "
+                                    "the change is shown, not judged",
+                                    single, single == 1 ? "" : "s"));
   if (unmeasured > 0 && timings_comparable)
-    cmp.notes.push_back(fmt::format("{} timed path{} without a measured spread in either report (a single timed run, "
-                                    "like the reference's, or reports written before the spread was recorded): "
-                                    "judged by --max-slowdown alone",
+    cmp.notes.push_back(fmt::format("{} timed path{} without a measured spread in either report (reports written "
+                                    "before the spread was recorded): judged by --max-slowdown alone",
                                     unmeasured, unmeasured == 1 ? "" : "s"));
   return cmp;
 }

@@ -6,7 +6,8 @@
 // name. Each pair of paths gets verdicts: its status (now failing, now
 // passing), its max error (more error, less error past --max-error-growth) and
 // its time (slower, faster: only when the change of the median is larger than
-// both runs' measured spread and than --max-slowdown); `same` when none.
+// both runs' measured spread and than --max-slowdown; a single timed run, the
+// reference's wall clock, is shown but not judged); `same` when none.
 #pragma once
 
 #include <cstdint>
