@@ -494,7 +494,11 @@ void print_comparison(std::FILE* out, const Comparison& cmp, bool color) {
                  then_now(time_cell(p.base), time_cell(p.now)),
                  p.change ? fmt::format("{:+.1f}%", 100 * *p.change) : std::string("-"), bad ? red : good ? green : "",
                  verdicts, bad || good ? reset : "");
-      if (!p.note.empty() && (bad || good || p.verdicts.front() == Verdict::New || p.verdicts.front() == Verdict::Gone))
+      // Why a row is what it is where that is not plain: a verdict, or a
+      // change past the threshold that the spread absorbed.
+      const bool absorbed = p.change && std::abs(*p.change) > cmp.options.max_slowdown;
+      if (!p.note.empty() &&
+          (bad || good || absorbed || p.verdicts.front() == Verdict::New || p.verdicts.front() == Verdict::Gone))
         fmt::print(out, "      {}\n", p.note);
     }
   }
