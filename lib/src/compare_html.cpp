@@ -7,10 +7,12 @@
 // every row, and the row's own measured spread (the larger IQR of the two
 // runs, as a percentage of BASE's median). A bar counts as a change only where
 // it leaves both bands. Changes beyond the axis are drawn to its end with an
-// arrow head. The tables colour each max error by error / atol, as the error
-// maps colour error / tolerance.
+// arrow head. Right of each bar, two squares: the max error in BASE and in
+// NEW, coloured by error / atol as the error maps colour error / tolerance;
+// the tables colour each max error the same way.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -70,11 +72,18 @@ std::string change_chart(const Comparison& cmp) {
   if (rows.empty())
     return "<p class=\"note\">No path was timed in both reports: no change of time to draw.</p>\n";
 
-  // The axis: at least twice the threshold and 10%, at most 100%.
-  double extent = std::max(0.10, 2 * cmp.options.max_slowdown);
-  for (const auto& r : rows) extent = std::max(extent, std::min(1.0, std::abs(*r.path->change) * 1.1));
-  const double label_w = 330, plot_w = 520, row_h = 16, top = 28, bottom = 26;
-  const double width = label_w + plot_w + 20, height = top + row_h * static_cast<double>(rows.size()) + bottom;
+  // The axis: a round extent that holds every change (up to 100%; beyond,
+  // an arrow) and at least twice the threshold.
+  double wanted = 2 * cmp.options.max_slowdown;
+  for (const auto& r : rows) wanted = std::max(wanted, std::abs(*r.path->change) * 1.05);
+  double extent = 1.0;
+  for (const double round : {0.1, 0.2, 0.25, 0.5, 1.0})
+    if (wanted <= round) {
+      extent = round;
+      break;
+    }
+  const double label_w = 330, plot_w = 520, row_h = 16, top = 28, bottom = 26, errors_x = label_w + plot_w + 24;
+  const double width = errors_x + 60, height = top + row_h * static_cast<double>(rows.size()) + bottom;
   const auto x_of = [&](double change) {
     return label_w + plot_w * (std::clamp(change, -extent, extent) + extent) / (2 * extent);
   };
@@ -99,9 +108,21 @@ std::string change_chart(const Comparison& cmp) {
   s += fmt::format("<text x=\"{:.1f}\" y=\"12\" font-size=\"11\" text-anchor=\"middle\">change of the median time "
                    "(NEW against BASE); faster to the left, slower to the right</text>\n",
                    label_w + plot_w / 2);
+  s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"middle\">error</text>\n",
+                   errors_x + 17, top - 8);
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PathComparison& p = *rows[i].path;
     const double y = top + row_h * static_cast<double>(i);
+    // The max error then and now, in the error maps' colours of error / atol.
+    for (const auto& [side, label, dx] :
+         {std::tuple{&p.base, "BASE", 0.0}, std::tuple{&p.now, "NEW", 20.0}}) {
+      if (!side->max_abs_err || !(side->atol > 0)) continue;
+      const double ratio = *side->max_abs_err / side->atol;
+      s += fmt::format("<rect class=\"error\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"14\" height=\"{:.1f}\" fill=\"{}\" "
+                       "stroke=\"#999\"><title>{} max |error| {} = {} × atol</title></rect>\n",
+                       errors_x + dx, y + 2, row_h - 4, error_ratio_colour(ratio), label, num(side->max_abs_err),
+                       num(ratio));
+    }
     const double change = *p.change;
     s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"10\" text-anchor=\"end\">{}</text>\n", label_w - 6,
                      y + row_h - 5, html_text(rows[i].label, 200));
@@ -210,7 +231,8 @@ std::string comparison_to_html(const Comparison& cmp) {
   }
   s += "<h2>Change per path</h2>\n";
   s += "<p class=\"note\">Light band: the --max-slowdown threshold; darker band: the row's measured spread (the "
-       "larger IQR of the two runs, against BASE's median). Hover a bar for the numbers.</p>\n";
+       "larger IQR of the two runs, against BASE's median). Right: the max error in BASE and in NEW, in the colours of "
+       "the run page's error maps (error / atol: blues within, yellow to red beyond). Hover for the numbers.</p>\n";
   s += change_chart(cmp);
   for (std::size_t i = 0; i < cmp.cases.size(); ++i) {
     const CaseComparison& c = cmp.cases[i];
