@@ -70,60 +70,41 @@ do_run() {
   "$bin/pagecheck-slow" "${bench[@]}" --json "$OUT/bench-slow.json" >"$OUT/bench-slow.log" 2>&1
   echo "bench-slow rc=$?" | tee -a "$OUT/steps.txt"
 
-  "$bin/pagecheck" compare "$OUT/bench-a.json" "$OUT/bench-b.json" --no-color --json "$OUT/cmp-same.json" \
-    --html "$OUT/cmp-same.html" --junit "$OUT/cmp-same.xml" >"$OUT/cmp-same.txt" 2>&1
-  local rc=$? vrc=0
-  local verdicts
-  verdicts=$(python3 - "$OUT/cmp-same.json" <<'EOF'
-import json, sys
-j = json.load(open(sys.argv[1]))
-rows = [(c["name"], p["path"], p["verdicts"]) for c in j["cases"] for p in c["paths"]]
-other = [r for r in rows if r[2] != ["same"]]
-print(f"{len(rows)} rows, {len(other)} not same: {other[:6]}")
-sys.exit(0 if rows and not other else 1)
-EOF
-  )
-  vrc=$?
-  if [ $rc -eq 0 ] && [ $vrc -eq 0 ]; then result same-binary PASS "exit $rc; $verdicts"; else result same-binary FAIL "exit $rc; $verdicts"; fi
-
-  "$bin/pagecheck" compare "$OUT/bench-a.json" "$OUT/bench-slow.json" --no-color --json "$OUT/cmp-slow.json" \
-    --html "$OUT/cmp-slow.html" --junit "$OUT/cmp-slow.xml" >"$OUT/cmp-slow.txt" 2>&1
-  rc=$?
-  verdicts=$(python3 - "$OUT/cmp-slow.json" <<'EOF'
+  # compare_step NAME WANT_EXIT RULE BASE NEW: a comparison and the rule its
+  # JSON must meet (all-same; split-slower: every split row slower, every
+  # other row same).
+  compare_step() {
+    local name=$1 want=$2 rule=$3 base=$4 new=$5
+    "$bin/pagecheck" compare "$base" "$new" --no-color --json "$OUT/$name.json" --html "$OUT/$name.html" \
+      --junit "$OUT/$name.xml" >"$OUT/$name.txt" 2>&1
+    local rc=$? verdicts vrc
+    verdicts=$(python3 - "$OUT/$name.json" "$rule" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))
 rows = [(c["name"], p["path"], p["verdicts"], p["change_pct"]) for c in j["cases"] for p in c["paths"]]
-split = [r for r in rows if r[1] == "split"]
-wrong_split = [r for r in split if r[2] != ["slower"]]
-wrong_other = [r for r in rows if r[1] != "split" and r[2] != ["same"]]
-changes = ", ".join(f"{r[3]:+.0f}%" for r in split if r[3] is not None)
-print(f"{len(split)} split rows (changes {changes}), {len(wrong_split)} not slower: {wrong_split[:4]}; "
-      f"{len(rows) - len(split)} other rows, {len(wrong_other)} not same: {wrong_other[:4]}")
-sys.exit(0 if split and not wrong_split and not wrong_other else 1)
+slowed = [r for r in rows if sys.argv[2] == "split-slower" and r[1] == "split"]
+wrong_slowed = [r for r in slowed if r[2] != ["slower"]]
+wrong_other = [r for r in rows if r not in slowed and r[2] != ["same"]]
+changes = ", ".join(f"{r[3]:+.0f}%" for r in slowed if r[3] is not None)
+print(f"{len(rows)} rows; {len(slowed)} slowed (changes {changes}), {len(wrong_slowed)} not slower: {wrong_slowed[:4]}; "
+      f"{len(wrong_other)} other rows not same: {wrong_other[:6]}")
+sys.exit(0 if rows and (slowed or sys.argv[2] == "all-same") and not wrong_slowed and not wrong_other else 1)
 EOF
-  )
-  vrc=$?
-  if [ $rc -eq 1 ] && [ $vrc -eq 0 ]; then result slowed-split PASS "exit $rc; $verdicts"; else result slowed-split FAIL "exit $rc; $verdicts"; fi
+    )
+    vrc=$?
+    if [ $rc -eq "$want" ] && [ $vrc -eq 0 ]; then result "$name" PASS "exit $rc; $verdicts"
+    else result "$name" FAIL "exit $rc (want $want); $verdicts"; fi
+  }
+
+  compare_step same-binary 0 all-same "$OUT/bench-a.json" "$OUT/bench-b.json"
+  compare_step slowed-split 1 split-slower "$OUT/bench-a.json" "$OUT/bench-slow.json"
 
   local run=(run --preset llama3-8b --preset mistral-7b-window --no-color -q)
   "$bin/pagecheck" "${run[@]}" --json "$OUT/run-a.json" >"$OUT/run-a.log" 2>&1
   echo "run-a rc=$?" | tee -a "$OUT/steps.txt"
   "$bin/pagecheck" "${run[@]}" --json "$OUT/run-b.json" >"$OUT/run-b.log" 2>&1
   echo "run-b rc=$?" | tee -a "$OUT/steps.txt"
-  "$bin/pagecheck" compare "$OUT/run-a.json" "$OUT/run-b.json" --no-color --json "$OUT/cmp-run.json" \
-    >"$OUT/cmp-run.txt" 2>&1
-  rc=$?
-  verdicts=$(python3 - "$OUT/cmp-run.json" <<'EOF'
-import json, sys
-j = json.load(open(sys.argv[1]))
-rows = [(c["name"], p["path"], p["verdicts"]) for c in j["cases"] for p in c["paths"]]
-other = [r for r in rows if r[2] != ["same"]]
-print(f"{len(rows)} rows, {len(other)} not same: {other[:6]}")
-sys.exit(0 if rows and not other else 1)
-EOF
-  )
-  vrc=$?
-  if [ $rc -eq 0 ] && [ $vrc -eq 0 ]; then result same-binary-run PASS "exit $rc; $verdicts"; else result same-binary-run FAIL "exit $rc; $verdicts"; fi
+  compare_step same-binary-run 0 all-same "$OUT/run-a.json" "$OUT/run-b.json"
   echo "--- steps"
   cat "$OUT/steps.txt"
   ! grep -q '^FAIL' "$OUT/steps.txt"
