@@ -288,8 +288,8 @@ std::vector<std::string> split_command_line(const std::string& command) {
 
 Expected<RunReport> report_from_json(const json& j, const std::string& source) {
   if (!j.is_object() || !j.contains("tool") || j["tool"] != "pagecheck")
-    return invalid_input("not a pagecheck report (no \"tool\": \"pagecheck\"); merge reads the reports that run, "
-                         "replay and bench write with --json",
+    return invalid_input("not a pagecheck report (no \"tool\": \"pagecheck\"); merge and compare read the reports "
+                         "that run, replay, bench and merge write with --json",
                          source);
   if (!j.contains("schema"))
     return invalid_input(fmt::format("report without a \"schema\" field (pagecheck {} or older, before merge); "
