@@ -96,17 +96,40 @@ int cmd_compare(const CompareConfig& config) {
     }
   }
 
+  std::vector<PathPair> pairs;
+  for (const auto& text : config.pairs) {
+    auto pair = parse_path_pair(text);
+    if (!pair.ok()) {
+      fmt::print(stderr, "pagecheck: compare: {}\n", pair.error().describe());
+      return exit_code::kUsage;
+    }
+    pairs.push_back(*pair);
+  }
+  if (pairs.empty() && config.new_file.empty()) {
+    fmt::print(stderr, "pagecheck: compare: give two reports, BASE and NEW (or one report and --pair A=B)\n");
+    return exit_code::kUsage;
+  }
+  if (!pairs.empty() && !config.new_file.empty()) {
+    fmt::print(stderr, "pagecheck: compare: --pair compares two paths of one report; give one report, not two\n");
+    return exit_code::kUsage;
+  }
+
   auto base = read_report(config.base_file);
   if (!base.ok()) {
     fmt::print(stderr, "pagecheck: compare: BASE: {}\n", base.error().describe());
     return exit_code_for(base.error().code);
   }
-  auto now = read_report(config.new_file);
-  if (!now.ok()) {
-    fmt::print(stderr, "pagecheck: compare: NEW: {}\n", now.error().describe());
-    return exit_code_for(now.error().code);
+  Expected<Comparison> comparison = usage_error("not compared");
+  if (!pairs.empty()) {
+    comparison = compare_path_pairs(*base, config.base_file, pairs, *options);
+  } else {
+    auto now = read_report(config.new_file);
+    if (!now.ok()) {
+      fmt::print(stderr, "pagecheck: compare: NEW: {}\n", now.error().describe());
+      return exit_code_for(now.error().code);
+    }
+    comparison = compare_reports(*base, config.base_file, *now, config.new_file, *options);
   }
-  auto comparison = compare_reports(*base, config.base_file, *now, config.new_file, *options);
   if (!comparison.ok()) {
     fmt::print(stderr, "pagecheck: compare: {}\n", comparison.error().describe());
     return exit_code_for(comparison.error().code);

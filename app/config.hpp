@@ -166,6 +166,7 @@ struct CompareConfig {
   std::string max_slowdown = "5";        // a time change must be past this ...
   std::string max_error_growth = "100";  // ... a max error grow past this
   std::vector<std::string> fail_on;      // verdicts added to slower, more error, now failing
+  std::vector<std::string> pairs;        // --pair A=B: two paths of the one report base_file
   std::string json, html, junit;      // "-": stdout
   bool quiet = false;
   bool no_color = false;

@@ -432,7 +432,8 @@ int real_main(int argc, char** argv) {
   CompareConfig compare;
   auto* compare_cmd = app.add_subcommand("compare", "Judge NEW against BASE: slower, faster, more error, now failing, ...");
   compare_cmd->add_option("base", compare.base_file, "The baseline JSON report (run, replay, bench, merge)")->required();
-  compare_cmd->add_option("new", compare.new_file, "The JSON report judged against it")->required();
+  compare_cmd->add_option("new", compare.new_file, "The JSON report judged against it (none with --pair)");
+  compare_cmd->add_option("--pair", compare.pairs, "A=B: path B of the one report judged against its path A");
   compare_cmd->add_option("--max-slowdown", compare.max_slowdown, "Percent of BASE's median a time must change by")
       ->capture_default_str();
   compare_cmd->add_option("--max-error-growth", compare.max_error_growth, "Percent a max error must grow by")

@@ -630,3 +630,35 @@ TEST_CASE("the reference path's own timings through compare") {
   const Comparison judged = compare_files(report_of(repeated, 1.0), report_of(repeated, 100.0));
   CHECK(has(find_path(judged, c->name, "reference").verdicts, Verdict::Slower));
 }
+
+TEST_CASE("--pair: two paths of one report, case by case") {
+  const auto two_builds = [](double old_ms, double new_ms, double new_err) {
+    return case_report("c", "", {path("reference", PathStatus::Pass, std::nullopt, timing(40, std::nullopt, 1)),
+                                 path("ext:old", PathStatus::Pass, 1e-3, timing(old_ms, 0.01)),
+                                 path("ext:new", PathStatus::Pass, new_err, timing(new_ms, 0.01))});
+  };
+  const RunReport report = through_file(run_report({two_builds(1.0, 1.3, 1e-3), two_builds(2.0, 2.0, 1e-3)}), "pair.json");
+  // Two cases of one name in one run pair in order (the report holds "c" twice).
+  auto cmp = compare_path_pairs(report, "pair.json", {{"ext:old", "ext:new"}});
+  REQUIRE_MESSAGE(cmp.ok(), cmp.error().describe());
+  REQUIRE(cmp->cases.size() == 2);
+  REQUIRE(cmp->cases[0].paths.size() == 1);
+  CHECK(cmp->cases[0].paths[0].path == "ext:old=ext:new");
+  CHECK(cmp->cases[0].paths[0].verdicts == std::vector<Verdict>{Verdict::Slower});
+  CHECK(cmp->cases[1].paths[0].verdicts == std::vector<Verdict>{Verdict::Same});
+  CHECK(cmp->timing_differences.empty());
+  CHECK(cmp->notes.empty());  // one report: no pairing by name to warn about
+  CHECK(cmp->base.source == "pair.json [ext:old]");
+  CHECK(cmp->now.source == "pair.json [ext:new]");
+  CHECK(comparison_exit_code(*cmp) == exit_code::kFail);
+
+  auto unknown = compare_path_pairs(report, "pair.json", {{"ext:old", "ext:newer"}});
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.error().code == ErrorCode::Usage);
+  CHECK(unknown.error().message.find("'ext:newer'") != std::string::npos);
+
+  CHECK(parse_path_pair("split=auto").ok());
+  CHECK(parse_path_pair("ext:a=ext:b")->new_path == "ext:b");
+  for (const char* bad : {"split", "=auto", "split=", "a=b=c", "split=split"})
+    CHECK_MESSAGE(!parse_path_pair(bad).ok(), bad);
+}

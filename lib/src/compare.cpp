@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -389,6 +390,56 @@ Expected<Comparison> compare_reports(const RunReport& base, const std::string& b
     cmp.notes.push_back(fmt::format("{} timed path{} without a measured spread in either report (reports written "
                                     "before the spread was recorded): judged by --max-slowdown alone",
                                     unmeasured, unmeasured == 1 ? "" : "s"));
+  return cmp;
+}
+
+Expected<PathPair> parse_path_pair(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size() || text.find('=', eq + 1) != std::string::npos)
+    return usage_error(fmt::format("--pair: '{}' is not A=B (two path names, e.g. ext:old=ext:new or split=auto)", text));
+  PathPair pair{text.substr(0, eq), text.substr(eq + 1)};
+  if (pair.base_path == pair.new_path)
+    return usage_error(fmt::format("--pair: '{}' pairs a path with itself", text));
+  return pair;
+}
+
+Expected<Comparison> compare_path_pairs(const RunReport& report, const std::string& source,
+                                        const std::vector<PathPair>& pairs, const CompareOptions& options) {
+  if (pairs.empty()) return usage_error("--pair: no pair of paths given");
+  std::set<std::string> known;
+  for (const auto& c : report.cases)
+    for (const auto& p : c.paths) known.insert(p.path);
+  for (const auto& pair : pairs)
+    for (const std::string* name : {&pair.base_path, &pair.new_path})
+      if (!known.count(*name))
+        return usage_error(fmt::format("--pair: no case of {} has a path '{}' (paths there: {})", source, *name,
+                                       fmt::join(known, ", ")));
+  // Two views of the report: the A paths as BASE, the B paths as NEW, both
+  // under the pair's name; the cases and everything else as they are.
+  RunReport base = report, now = report;
+  for (auto [view, take_base] : {std::pair{&base, true}, std::pair{&now, false}}) {
+    for (auto& c : view->cases) {
+      std::vector<PathReport> kept;
+      for (const auto& pair : pairs)
+        for (const auto& p : c.paths)
+          if (p.path == (take_base ? pair.base_path : pair.new_path)) {
+            kept.push_back(p);
+            kept.back().path = pair.base_path + "=" + pair.new_path;
+          }
+      c.paths = std::move(kept);
+    }
+  }
+  auto cmp = compare_reports(base, source, now, source, options);
+  if (!cmp.ok()) return cmp;
+  // One report: its cases pair with themselves, hash or not.
+  std::erase_if(cmp->notes, [](const std::string& n) { return n.rfind("cases without a content hash", 0) == 0; });
+  std::string base_paths, new_paths;
+  for (const auto& pair : pairs) {
+    base_paths += (base_paths.empty() ? "" : ", ") + pair.base_path;
+    new_paths += (new_paths.empty() ? "" : ", ") + pair.new_path;
+  }
+  cmp->base.source = fmt::format("{} [{}]", source, base_paths);
+  cmp->now.source = fmt::format("{} [{}]", source, new_paths);
   return cmp;
 }
 

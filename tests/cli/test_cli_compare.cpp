@@ -188,3 +188,37 @@ TEST_CASE("compare: refusals and usage errors") {
   CHECK(run_tool("compare u-base.json").rc == 2);
   CHECK(run_tool("compare u-base.json u-base.json --json - --junit -").rc == 2);
 }
+
+TEST_CASE("compare --pair: two builds of a kernel in one report") {
+  pagecheck::RunReport r;
+  r.tool_version = PAGECHECK_VERSION;
+  r.command_line = "pagecheck run --kernel old/libk.so --kernel new/libk.so --json pair.json";
+  pagecheck::CaseReport c;
+  c.name = "decode-1k";
+  for (const auto& [name, ms] : {std::pair{"split", 1.0}, std::pair{"auto", 1.5}}) {
+    PathReport p;
+    p.path = name;
+    p.tolerance = {1e-2, 2e-2};
+    pagecheck::StageTiming t;
+    t.stage = "total";
+    t.median_ms = ms;
+    t.q1_ms = ms - 0.01;
+    t.q3_ms = ms + 0.01;
+    t.repeats = 20;
+    p.timings.push_back(t);
+    c.paths.push_back(p);
+  }
+  r.cases.push_back(c);
+  REQUIRE(pagecheck::write_json((work_dir() / "pair.json").string(), r).ok());
+  const auto slower = run_tool("compare pair.json --pair split=auto --no-color");
+  INFO(slower.out << slower.err);
+  CHECK(slower.rc == 1);
+  CHECK(contains(slower.out, "split=auto"));
+  CHECK(contains(slower.out, "+50.0%"));
+  CHECK(run_tool("compare pair.json --pair auto=split").rc == 0);  // faster
+  const auto unknown = run_tool("compare pair.json --pair split=fmha");
+  CHECK(unknown.rc == 2);
+  CHECK(contains(unknown.err, "no case of pair.json has a path 'fmha'"));
+  CHECK(run_tool("compare pair.json pair.json --pair split=auto").rc == 2);
+  CHECK(run_tool("compare pair.json --pair split").rc == 2);
+}

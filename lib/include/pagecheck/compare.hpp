@@ -116,6 +116,18 @@ struct Comparison {
 Expected<Comparison> compare_reports(const RunReport& base, const std::string& base_source, const RunReport& now,
                                      const std::string& now_source, const CompareOptions& options = {});
 
+// Two paths of one report, case by case (--pair A=B): path A as BASE, path B
+// as NEW, each pair's rows named "A=B". The least noisy comparison of two
+// builds of a kernel: both ran in one process, case after case, on one device.
+// A path name that no case has is a usage error naming it.
+struct PathPair {
+  std::string base_path, new_path;
+};
+Expected<Comparison> compare_path_pairs(const RunReport& report, const std::string& source,
+                                        const std::vector<PathPair>& pairs, const CompareOptions& options = {});
+// "A=B" into a pair; a usage error for anything else.
+Expected<PathPair> parse_path_pair(const std::string& text);
+
 // Whether a verdict list holds one of options.fail_on.
 bool is_regression(const std::vector<Verdict>& verdicts, const CompareOptions& options);
 // 0 when no verdict of fail_on occurs, 1 otherwise.
