@@ -662,3 +662,55 @@ TEST_CASE("--pair: two paths of one report, case by case") {
   for (const char* bad : {"split", "=auto", "split=", "a=b=c", "split=split"})
     CHECK_MESSAGE(!parse_path_pair(bad).ok(), bad);
 }
+
+TEST_CASE("values_digest: the reference's digest is stable across runs and moves with one bit") {
+  auto c = generate_case(small_spec());
+  REQUIRE(c.ok());
+  auto reference = make_reference_path();
+  RunOptions quick;
+  quick.measure = false;
+  auto first = reference->run(*c, quick);
+  auto second = reference->run(*c, quick);
+  REQUIRE(first.ok());
+  REQUIRE(second.ok());
+  const std::string digest = values_digest(first->output);
+  CHECK(digest.size() == 16);
+  CHECK(values_digest(second->output) == digest);
+  CHECK(values_digest(second->lse) == values_digest(first->lse));
+  CHECK(values_digest(first->lse) != digest);
+  for (const std::size_t at : {std::size_t{0}, first->output.size() / 2, first->output.size() - 1}) {
+    auto moved = first->output;
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &moved[at], 4);
+    bits ^= 1u;  // the last bit of the mantissa
+    std::memcpy(&moved[at], &bits, 4);
+    CHECK_MESSAGE(values_digest(moved) != digest, "element " << at);
+  }
+  // -0.0 and 0.0 are other bits.
+  CHECK(values_digest(std::vector<float>{0.0f}) != values_digest(std::vector<float>{-0.0f}));
+}
+
+TEST_CASE("bits changed: digests through the report and compare") {
+  const auto with_digest = [](std::string output, std::string lse) {
+    PathReport p = path("split", PathStatus::Pass, 1e-3, timing(1.0, 0.02));
+    p.output_digest = std::move(output);
+    p.lse_digest = std::move(lse);
+    return run_report({case_report("c", "h", {p})});
+  };
+  const RunReport base = with_digest("00000000000000aa", "00000000000000bb");
+  REQUIRE(through_file(base, "digest.json").cases[0].paths[0].output_digest == "00000000000000aa");
+  CHECK(to_json(base)["cases"][0]["paths"][0]["lse_digest"] == "00000000000000bb");
+
+  CHECK(find_path(compare_files(base, with_digest("00000000000000aa", "00000000000000bb")), "c", "split").verdicts ==
+        std::vector<Verdict>{Verdict::Same});
+  for (const auto& now : {with_digest("00000000000000ac", "00000000000000bb"), with_digest("00000000000000aa", "00000000000000bc")}) {
+    const Comparison cmp = compare_files(base, now);
+    CHECK(find_path(cmp, "c", "split").verdicts == std::vector<Verdict>{Verdict::BitsChanged});
+    CHECK(comparison_exit_code(cmp) == exit_code::kPass);  // within tolerance: news, not a failure
+    CompareOptions deterministic;
+    deterministic.fail_on.insert(Verdict::BitsChanged);
+    CHECK(comparison_exit_code(compare_files(base, now, deterministic)) == exit_code::kFail);
+  }
+  // Unknown on a side (an older report): nothing said.
+  CHECK(find_path(compare_files(with_digest("", ""), base), "c", "split").verdicts == std::vector<Verdict>{Verdict::Same});
+}

@@ -23,6 +23,7 @@ std::string_view verdict_name(Verdict verdict) {
     case Verdict::Faster: return "faster";
     case Verdict::MoreError: return "more error";
     case Verdict::LessError: return "less error";
+    case Verdict::BitsChanged: return "bits changed";
     case Verdict::NowFailing: return "now failing";
     case Verdict::NowPassing: return "now passing";
     case Verdict::New: return "new";
@@ -37,7 +38,7 @@ std::string_view verdict_name(Verdict verdict) {
 const std::vector<Verdict>& all_verdicts() {
   static const std::vector<Verdict> verdicts = {
       Verdict::Same,       Verdict::Slower,     Verdict::Faster, Verdict::MoreError,
-      Verdict::LessError,  Verdict::NowFailing, Verdict::NowPassing, Verdict::New,
+      Verdict::LessError,  Verdict::BitsChanged, Verdict::NowFailing, Verdict::NowPassing, Verdict::New,
       Verdict::Gone,       Verdict::Changed,    Verdict::Renamed, Verdict::NotComparable};
   return verdicts;
 }
@@ -64,6 +65,8 @@ PathSide side_of(const PathReport& p) {
   s.status = std::string(status_name(p.status));
   s.reason = p.reason;
   s.atol = p.tolerance.atol;
+  s.output_digest = p.output_digest;
+  s.lse_digest = p.lse_digest;
   if (p.error) s.max_abs_err = p.error->max_abs_err;
   else if (p.recorded) s.max_abs_err = p.recorded->max_abs_err;
   if (const StageTiming* t = headline_timing(p); t != nullptr && std::isfinite(t->median_ms) && t->median_ms > 0) {
@@ -149,6 +152,9 @@ PathComparison pair_paths(const PathReport* base, const PathReport* now, const C
     row.note = fmt::format("{} in BASE: {}", row.base.status, row.base.reason);
   }
   judge_error(row, options);
+  const auto differs = [](const std::string& a, const std::string& b) { return !a.empty() && !b.empty() && a != b; };
+  if (differs(row.base.output_digest, row.now.output_digest) || differs(row.base.lse_digest, row.now.lse_digest))
+    row.verdicts.push_back(Verdict::BitsChanged);
   judge_time(row, options, timings_comparable);
   if (row.verdicts.empty()) row.verdicts.push_back(Verdict::Same);
   return row;
@@ -609,7 +615,9 @@ nlohmann::json json_side(const PathSide& s) {
   return {{"status", s.status},           {"reason", s.reason},
           {"max_abs_err", json_opt(s.max_abs_err)}, {"atol", s.atol},
           {"median_ms", json_opt(s.median_ms)},    {"iqr_ms", json_opt(s.spread_ms)},
-          {"repeats", s.repeats}};
+          {"repeats", s.repeats},
+          {"output_digest", s.output_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.output_digest)},
+          {"lse_digest", s.lse_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.lse_digest)}};
 }
 
 nlohmann::json json_verdicts(const std::vector<Verdict>& verdicts) {

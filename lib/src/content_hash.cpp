@@ -89,6 +89,14 @@ std::uint64_t Hash64::digest() const { return avalanche(state_ ^ length_); }
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
+std::string values_digest(std::span<const float> values) {
+  Hash64 h;
+  h.text("pagecheck values 1");
+  h.u64(values.size());
+  h.bytes(std::as_bytes(values));
+  return hex64(h.digest());
+}
+
 std::string case_content_hash(const Case& c) {
   Hash64 h;
   const CaseParams& p = c.params;

@@ -288,6 +288,8 @@ nlohmann::json json_path(const PathReport& p, const std::optional<DeviceInfo>& d
     }
     j["recorded"]["lse"] = p.recorded_lse ? json_stats(*p.recorded_lse) : nlohmann::json(nullptr);
   }
+  j["output_digest"] = p.output_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.output_digest);
+  j["lse_digest"] = p.lse_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.lse_digest);
   j["timings"] = nlohmann::json::array();
   for (const auto& t : p.timings) j["timings"].push_back(json_timing(t, device));
   j["plan"] = p.plan;

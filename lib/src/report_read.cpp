@@ -154,6 +154,9 @@ PathReport read_path(const json& j, const std::string& where) {
     const json& rec_lse = field(rec, "lse", rw);
     if (!rec_lse.is_null()) p.recorded_lse = read_stats(rec_lse, sub(rw, "lse"));
   }
+  // Optional: reports written before the digests have none.
+  for (const auto& [key, digest] : {std::pair{"output_digest", &p.output_digest}, std::pair{"lse_digest", &p.lse_digest}})
+    if (j.contains(key) && !j[key].is_null()) *digest = get_string(j, key, where);
   const json& timings = get_array(j, "timings", where);
   for (std::size_t i = 0; i < timings.size(); ++i) p.timings.push_back(read_timing(timings[i], sub(sub(where, "timings"), i)));
   p.plan = get_string(j, "plan", where);

@@ -31,6 +31,7 @@ enum class Verdict : std::uint8_t {
   Faster,
   MoreError,
   LessError,
+  BitsChanged,    // the output's or LSE's digest differs (within tolerance or not)
   NowFailing,
   NowPassing,
   New,            // a case or path only NEW has (or a path that ran only in NEW)
@@ -39,7 +40,7 @@ enum class Verdict : std::uint8_t {
   Renamed,        // a case paired by its content hash under another name
   NotComparable,  // timings of runs that differ in device, clocks, version or timing mode
 };
-// "same", "slower", "faster", "more error", "less error", "now failing",
+// "same", "slower", "faster", "more error", "less error", "bits changed", "now failing",
 // "now passing", "new", "gone", "changed", "renamed", "not comparable".
 std::string_view verdict_name(Verdict verdict);
 // A verdict's name, with '-' for the space ("now-failing") or as printed.
@@ -70,6 +71,7 @@ struct PathSide {
   std::optional<double> median_ms;       // the headline timing
   std::optional<double> spread_ms;       // q3 - q1 of the timed repeats; absent: not measured
   int repeats = 0;
+  std::string output_digest, lse_digest;  // "" where unknown
 };
 
 struct PathComparison {

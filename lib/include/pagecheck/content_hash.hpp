@@ -45,4 +45,12 @@ std::string hex64(std::uint64_t v);
 // bytes, which they determine, rather than making every page again.
 std::string case_content_hash(const Case& c);
 
+// The digest of a path's output or LSE as it returned them (widened to float,
+// which keeps every bit of a BF16/F16 output): 16 hex digits that change when
+// one bit does. Reports carry it per path ("output_digest", "lse_digest"), so
+// that `compare` can say `bits changed` where the numbers stay within
+// tolerance, and two GPUs, drivers or builds can be checked bit for bit
+// without keeping outputs.
+std::string values_digest(std::span<const float> values);
+
 }  // namespace pagecheck

@@ -40,6 +40,9 @@ struct PathReport {
   std::int64_t unwritten = 0;
   std::vector<std::string> check_failures;
   std::vector<StageTiming> timings;
+  // values_digest (content_hash.hpp) of the output and the LSE this path
+  // returned; empty where it returned none or the report predates them.
+  std::string output_digest, lse_digest;
   std::string plan;
   std::map<std::string, std::string> notes;
 };
