@@ -15,5 +15,6 @@ int cmd_tune(const TuneConfig& config, const Invocation& invocation);
 int cmd_bench(const BenchConfig& config, const Invocation& invocation);
 int cmd_reduce(const ReduceConfig& config, const Invocation& invocation);
 int cmd_merge(const MergeConfig& config, const Invocation& invocation);  // app/merge.cpp
+int cmd_compare(const CompareConfig& config);                            // app/compare.cpp
 
 }  // namespace pagecheck::app

@@ -167,4 +167,17 @@ struct MergeConfig {
   bool allow_missing_shards = false;
 };
 
+// pagecheck compare: two JSON reports in, verdicts out (docs/cli.md "compare").
+struct CompareConfig {
+  std::string base_file, new_file;
+  // Percentages as given ("5" or "5%"), parsed by cmd_compare.
+  std::string max_slowdown = "5";        // a time change must be past this ...
+  std::string max_error_growth = "100";  // ... a max error grow past this
+  std::vector<std::string> fail_on;      // verdicts added to slower, more error, now failing
+  std::vector<std::string> pairs;        // --pair A=B: two paths of the one report base_file
+  std::string json, html, junit;      // "-": stdout
+  bool quiet = false;
+  bool no_color = false;
+};
+
 }  // namespace pagecheck::app

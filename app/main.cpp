@@ -104,7 +104,7 @@ const CLI::Validator kShard(
     },
     "I/N");
 
-const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce", "merge"};
+const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce", "merge", "compare"};
 
 // Edit distance with transpositions ("replya" is one step from "replay").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -438,6 +438,25 @@ int real_main(int argc, char** argv) {
   merge_cmd->add_flag("-q,--quiet", merge.out.quiet, "Only the summary line and the list of failures")->group("Output");
   merge_cmd->add_flag("--no-color", merge.out.no_color, "No ANSI colors")->group("Output");
 
+  CompareConfig compare;
+  auto* compare_cmd = app.add_subcommand("compare", "Judge NEW against BASE: slower, faster, more error, now failing, ...");
+  compare_cmd->add_option("base", compare.base_file, "The baseline JSON report (run, replay, bench, merge)")->required();
+  compare_cmd->add_option("new", compare.new_file, "The JSON report judged against it (none with --pair)");
+  compare_cmd->add_option("--pair", compare.pairs, "A=B: path B of the one report judged against its path A");
+  compare_cmd->add_option("--max-slowdown", compare.max_slowdown, "Percent of BASE's median a time must change by")
+      ->capture_default_str();
+  compare_cmd->add_option("--max-error-growth", compare.max_error_growth, "Percent a max error must grow by")
+      ->capture_default_str();
+  compare_cmd->add_option("--fail-on", compare.fail_on, "Also fail on these verdicts (faster,gone,new,changed,...)")
+      ->delimiter(',');
+  compare_cmd->add_option("--json", compare.json, "Write the comparison as JSON (-: stdout)")->group("Output");
+  compare_cmd->add_option("--html", compare.html, "Write one HTML page, the change per path drawn (-: stdout)")
+      ->group("Output");
+  compare_cmd->add_option("--junit", compare.junit, "Write JUnit XML, a failure per regression (-: stdout)")
+      ->group("Output");
+  compare_cmd->add_flag("-q,--quiet", compare.quiet, "Only the summary line and the regressions")->group("Output");
+  compare_cmd->add_flag("--no-color", compare.no_color, "No ANSI colors")->group("Output");
+
   if (const auto wrong = check_subcommand_word(argc, argv)) {
     fmt::print(stderr, "pagecheck: {}\n", *wrong);
     return exit_code::kUsage;
@@ -517,6 +536,7 @@ int real_main(int argc, char** argv) {
     return cmd_reduce(reduce, invocation);
   }
   if (merge_cmd->parsed()) return cmd_merge(merge, invocation);
+  if (compare_cmd->parsed()) return cmd_compare(compare);
   fmt::print(stderr, "pagecheck: no subcommand (see --help)\n");
   return exit_code::kUsage;
 }

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "pagecheck/timing_stats.hpp"
+
 namespace pagecheck::gpu {
 
 // ---- byte and FLOP model ----------------------------------------------------
@@ -349,20 +351,6 @@ std::size_t l2_cache_bytes(int device) {
   return cache[device];
 }
 
-struct Summary {
-  double median = 0, min = 0, max = 0;
-};
-Summary summarize(std::vector<double> v) {
-  Summary s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.min = v.front();
-  s.max = v.back();
-  const std::size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  return s;
-}
-
 Status time_path(const PreparedPath& p, const GraphExec* exec, const RunOptions& options, cudaStream_t stream,
                  PathRun& run) {
   int device = 0;
@@ -418,7 +406,7 @@ Status time_path(const PreparedPath& p, const GraphExec* exec, const RunOptions&
       CUDA_TRY(cudaEventElapsedTime(&ms, events[0].get(), events[1].get()));
       replays.push_back(ms);
     }
-    replay_ms = summarize(replays).median;
+    replay_ms = summarize_times(replays).median;
   }
 
   double bytes = 0, flops = 0;
@@ -428,10 +416,12 @@ Status time_path(const PreparedPath& p, const GraphExec* exec, const RunOptions&
   }
   StageTiming total;
   total.stage = "total";
-  const Summary t = summarize(total_ms);
+  const TimingSummary t = summarize_times(total_ms);
   total.median_ms = t.median;
   total.min_ms = t.min;
   total.max_ms = t.max;
+  total.q1_ms = t.q1;
+  total.q3_ms = t.q3;
   total.repeats = repeats;
   total.bytes = p.total_bytes.value_or(bytes);
   total.flops = p.total_flops.value_or(flops);
@@ -441,10 +431,12 @@ Status time_path(const PreparedPath& p, const GraphExec* exec, const RunOptions&
     for (std::size_t k = 0; k < n; ++k) {
       StageTiming st;
       st.stage = p.stages[k].name;
-      const Summary s = summarize(stage_ms[k]);
+      const TimingSummary s = summarize_times(stage_ms[k]);
       st.median_ms = s.median;
       st.min_ms = s.min;
       st.max_ms = s.max;
+      st.q1_ms = s.q1;
+      st.q3_ms = s.q3;
       st.repeats = repeats;
       st.bytes = p.stages[k].bytes;
       st.flops = p.stages[k].flops;

@@ -168,6 +168,7 @@ void print_path_row(std::FILE* out, const PathReport& p, const std::optional<Dev
     if (!tp.empty()) line = tp;
     if (t->repeats > 1) line += fmt::format("{}min {:.3f} / max {:.3f} ms over {}", line.empty() ? "" : "; ", t->min_ms,
                                             t->max_ms, t->repeats);
+    if (t->q1_ms && t->q3_ms) line += fmt::format(", IQR {:.3f} ms", *t->q3_ms - *t->q1_ms);
     if (t->graph_replay_ms) line += fmt::format("; graph replay {:.3f} ms", *t->graph_replay_ms);
     if (!line.empty()) fmt::print(out, "      {}\n", line);
   }
@@ -234,6 +235,11 @@ nlohmann::json json_timing(const StageTiming& t, const std::optional<DeviceInfo>
       {"max_ms", json_number(t.max_ms)}, {"repeats", t.repeats},         {"bytes", json_number(t.bytes)},
       {"flops", json_number(t.flops)},
   };
+  // The spread of the timed repeats (null for a single run): what `compare`
+  // weighs a change against.
+  j["q1_ms"] = t.q1_ms ? json_number(*t.q1_ms) : nlohmann::json(nullptr);
+  j["q3_ms"] = t.q3_ms ? json_number(*t.q3_ms) : nlohmann::json(nullptr);
+  j["iqr_ms"] = t.q1_ms && t.q3_ms ? json_number(*t.q3_ms - *t.q1_ms) : nlohmann::json(nullptr);
   j["graph_replay_ms"] = t.graph_replay_ms ? json_number(*t.graph_replay_ms) : nlohmann::json(nullptr);
   const double gbs = gb_per_s(t), tf = tflop_per_s(t);
   j["gb_per_s"] = gbs > 0 ? json_number(gbs) : nlohmann::json(nullptr);
@@ -282,6 +288,8 @@ nlohmann::json json_path(const PathReport& p, const std::optional<DeviceInfo>& d
     }
     j["recorded"]["lse"] = p.recorded_lse ? json_stats(*p.recorded_lse) : nlohmann::json(nullptr);
   }
+  j["output_digest"] = p.output_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.output_digest);
+  j["lse_digest"] = p.lse_digest.empty() ? nlohmann::json(nullptr) : nlohmann::json(p.lse_digest);
   j["timings"] = nlohmann::json::array();
   for (const auto& t : p.timings) j["timings"].push_back(json_timing(t, device));
   j["plan"] = p.plan;
@@ -473,6 +481,7 @@ nlohmann::json to_json(const RunReport& report) {
     jc["name"] = c.name;
     jc["description"] = c.description;
     jc["geometry"] = c.geometry;
+    jc["content_hash"] = c.content_hash.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.content_hash);
     jc["warnings"] = c.warnings;
     jc["errors"] = c.errors;
     jc["paths"] = nlohmann::json::array();

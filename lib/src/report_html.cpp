@@ -630,6 +630,15 @@ std::string to_html(const RunReport& report) {
   return s;
 }
 
+std::string_view html_page_style() { return kStyle; }
+
+std::string html_text(std::string_view text, std::size_t max_bytes) { return html(text, max_bytes); }
+
+std::string error_ratio_colour(double ratio) {
+  if (std::isnan(ratio) || (std::isinf(ratio) && ratio > 0)) return std::string(kNonFiniteColour);
+  return level_colour(level_of(ratio));
+}
+
 Status write_html(const std::string& path, const RunReport& report) {
   return write_report_text(path, to_html(report), "HTML");
 }

@@ -121,6 +121,10 @@ StageTiming read_timing(const json& j, const std::string& where) {
   t.repeats = static_cast<int>(get_int(j, "repeats", where));
   t.bytes = get_number(j, "bytes", where, 0);
   t.flops = get_number(j, "flops", where, 0);
+  // The quartiles came later: a report without them (or with null, a single
+  // run) has no measured spread.
+  if (j.contains("q1_ms") && !j["q1_ms"].is_null()) t.q1_ms = get_number(j, "q1_ms", where, kNaN);
+  if (j.contains("q3_ms") && !j["q3_ms"].is_null()) t.q3_ms = get_number(j, "q3_ms", where, kNaN);
   const json& graph = field(j, "graph_replay_ms", where);
   if (!graph.is_null()) t.graph_replay_ms = get_number(j, "graph_replay_ms", where, kNaN);
   // gb_per_s, tflop_per_s and the ceiling percentages follow from these and
@@ -150,6 +154,9 @@ PathReport read_path(const json& j, const std::string& where) {
     const json& rec_lse = field(rec, "lse", rw);
     if (!rec_lse.is_null()) p.recorded_lse = read_stats(rec_lse, sub(rw, "lse"));
   }
+  // Optional: reports written before the digests have none.
+  for (const auto& [key, digest] : {std::pair{"output_digest", &p.output_digest}, std::pair{"lse_digest", &p.lse_digest}})
+    if (j.contains(key) && !j[key].is_null()) *digest = get_string(j, key, where);
   const json& timings = get_array(j, "timings", where);
   for (std::size_t i = 0; i < timings.size(); ++i) p.timings.push_back(read_timing(timings[i], sub(sub(where, "timings"), i)));
   p.plan = get_string(j, "plan", where);
@@ -200,6 +207,9 @@ RunReport read_report(const json& j) {
     c.name = get_string(cases[i], "name", where);
     c.description = get_string(cases[i], "description", where);
     c.geometry = get_string(cases[i], "geometry", where);
+    // Optional: reports written before it was recorded have none.
+    if (cases[i].contains("content_hash") && !cases[i]["content_hash"].is_null())
+      c.content_hash = get_string(cases[i], "content_hash", where);
     c.warnings = get_strings(cases[i], "warnings", where);
     c.errors = get_strings(cases[i], "errors", where);
     const json& paths = get_array(cases[i], "paths", where);
@@ -281,8 +291,8 @@ std::vector<std::string> split_command_line(const std::string& command) {
 
 Expected<RunReport> report_from_json(const json& j, const std::string& source) {
   if (!j.is_object() || !j.contains("tool") || j["tool"] != "pagecheck")
-    return invalid_input("not a pagecheck report (no \"tool\": \"pagecheck\"); merge reads the reports that run, "
-                         "replay and bench write with --json",
+    return invalid_input("not a pagecheck report (no \"tool\": \"pagecheck\"); merge and compare read the reports "
+                         "that run, replay, bench and merge write with --json",
                          source);
   if (!j.contains("schema"))
     return invalid_input(fmt::format("report without a \"schema\" field (pagecheck {} or older, before merge); "

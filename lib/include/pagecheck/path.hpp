@@ -25,6 +25,10 @@ struct Applicability {
 struct StageTiming {
   std::string stage;       // "total", "gather", "fmha", ...
   double median_ms = 0, min_ms = 0, max_ms = 0;
+  // First and third quartile of the timed repeats (timing_stats.hpp): q3 - q1
+  // is the run's measured spread. Absent for a single timed run (the
+  // reference) and in reports written before they were recorded.
+  std::optional<double> q1_ms, q3_ms;
   int repeats = 0;
   double bytes = 0;        // byte model of the stage
   double flops = 0;        // FLOP model of the stage

@@ -40,6 +40,9 @@ struct PathReport {
   std::int64_t unwritten = 0;
   std::vector<std::string> check_failures;
   std::vector<StageTiming> timings;
+  // values_digest (content_hash.hpp) of the output and the LSE this path
+  // returned; empty where it returned none or the report predates them.
+  std::string output_digest, lse_digest;
   std::string plan;
   std::map<std::string, std::string> notes;
 };
@@ -52,6 +55,9 @@ struct CaseReport {
   std::string name;
   std::string description;
   std::string geometry;  // one line: "4 seqs, 8/2 heads, d128, bs16, BF16/BF16, NHD, decode"
+  // case_content_hash (content_hash.hpp): 16 hex digits; empty where unknown
+  // (a case that did not load, a report written before it was recorded).
+  std::string content_hash;
   std::vector<std::string> warnings;
   std::vector<std::string> errors;  // validation / load errors: the case did not run (exit 3)
   std::vector<PathReport> paths;

@@ -11,7 +11,9 @@
 // a case (names, descriptions, warnings, reasons) is escaped.
 #pragma once
 
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "pagecheck/report.hpp"
 #include "pagecheck/status.hpp"
@@ -21,5 +23,13 @@ namespace pagecheck {
 std::string to_html(const RunReport& report);
 // "-" writes to stdout.
 Status write_html(const std::string& path, const RunReport& report);
+
+// Pieces for other pages in the same look (compare --html): the inline CSS,
+// text from a case made safe for HTML text and attributes, and the heat
+// maps' colour of an error / tolerance ratio (blues below 1, yellow to dark
+// red from 1 up, black for inf).
+std::string_view html_page_style();
+std::string html_text(std::string_view text, std::size_t max_bytes = 2000);
+std::string error_ratio_colour(double ratio);
 
 }  // namespace pagecheck
