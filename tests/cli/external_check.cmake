@@ -4,7 +4,7 @@
 # refused naming the file, and a --save-failing bundle replays with the same
 # --kernel. Run as:
 #   cmake -DPAGECHECK=bin -DWRAP=libpagecheck_wrap.so -DSIMPLE=libsimple_decode.so
-#         -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
+#         -DPLANNED=libplanned_decode.so -DABI10=libsimple_decode_abi1_0.so -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 
@@ -55,6 +55,26 @@ path_row("${WORK}/decode.json" reference status reason)
 if(NOT status STREQUAL "pass")
   message(FATAL_ERROR "decode case: the reference is '${status}' (${reason})")
 endif()
+
+# ABI 1.1's plan step and an ABI 1.0 library load side by side: skipped
+# without a GPU, pass with one; a case the baked entry does not take is n/a
+# with its reason.
+pagecheck_expect(0 out run --kernel "${PLANNED}" --kernel "${ABI10}"
+                 --paths reference,ext:planned_decode,ext:simple_decode_abi1_0 --seqs 3 --seq-len 40 --no-timing
+                 --no-color --json "${WORK}/planned.json")
+foreach(path ext:planned_decode ext:simple_decode_abi1_0)
+  path_row("${WORK}/planned.json" ${path} status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "planned case: ${path} is '${status}' (${reason}), expected skipped (no CUDA device) or pass")
+  endif()
+endforeach()
+pagecheck_expect(0 out run --kernel "${PLANNED}" --paths reference,ext:planned_decode_baked --seqs 65 --seq-len 8
+                 --no-timing --no-color --json "${WORK}/baked.json")
+path_row("${WORK}/baked.json" ext:planned_decode_baked status reason)
+if(NOT status STREQUAL "n/a")
+  message(FATAL_ERROR "65 sequences: ext:planned_decode_baked is '${status}' (${reason}), expected n/a")
+endif()
+expect_contains("${reason}" "at most 64 sequences" "baked entry reason")
 
 # A prefill case: n/a with the library's own reason, GPU or not.
 pagecheck_expect(0 out run --kernel "${WRAP}" --paths reference,ext:pagecheck_direct --mode prefill --seqs 2

@@ -4,6 +4,12 @@
 // against the CPU reference (unwritten elements, bitwise repeatability, graph
 // replay with changed tables, timing); the faulty entries fail (a stale last
 // key: output beyond tolerance; no LSE: unwritten LSE).
+// The plan step of ABI 1.1 (issue 20): planned_decode, whose kernel reads
+// lengths and offsets only from what plan wrote into the plan-owned
+// workspace and writes nothing unless the rest of the workspace was poisoned
+// before that plan, passes every check; planned_decode_baked, whose launch
+// bakes plan's host lengths into its arguments, fails the graph check; a
+// library exported as ABI 1.0 loads and passes.
 //
 // The libraries are found next to this binary's build tree
 // (../../examples/external relative to tests/gpu), or in
@@ -35,7 +41,8 @@ std::string library(const std::string& file) { return (fs::path(library_dir()) /
 PathRegistry& external_registry() {
   static PathRegistry registry = [] {
     PathRegistry r;
-    for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so"}) {
+    for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so",
+                             "libplanned_decode.so", "libsimple_decode_abi1_0.so"}) {
       auto paths = gpu::load_external_kernels(library(file));
       REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
       for (auto& p : *paths) r.add(std::move(p));
@@ -45,7 +52,8 @@ PathRegistry& external_registry() {
   return registry;
 }
 
-const std::vector<std::string> kGoodPaths = {"ext:pagecheck_direct", "ext:pagecheck_split", "ext:simple_decode"};
+const std::vector<std::string> kGoodPaths = {"ext:pagecheck_direct", "ext:pagecheck_split", "ext:simple_decode",
+                                             "ext:planned_decode", "ext:simple_decode_abi1_0"};
 
 SyntheticSpec decode_spec(std::string name, std::uint64_t seed) {
   SyntheticSpec s;
@@ -231,4 +239,64 @@ TEST_CASE("external: the loader names the library at fault") {
   auto future = gpu::load_external_kernels(library("libpagecheck_ext_abi_mismatch.so"));
   REQUIRE(!future.ok());
   CHECK(future.error().describe().find("ABI 2.0") != std::string::npos);
+}
+
+TEST_CASE("external plan step: plan-owned workspace kept between plan and launch, the rest poisoned before plan") {
+  // planned_decode passing the sweeps above (kGoodPaths) already shows it;
+  // here the notes, and a case whose graph check grows and shrinks lengths
+  // across page boundaries (the kernel sees them only through plan).
+  auto s = decode_spec("ext-planned", 1600);
+  s.block_size = 7;
+  s.seq_len_list = {1, 6, 7, 8, 50, 300};
+  s.num_seqs = 6;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  RunOptions options = correctness_options();
+  options.measure = true;  // timing plans once, then repeats and replays that plan
+  options.warmup = 1;
+  options.repeats = 3;
+  const Outcome o = run_path(*c, "ext:planned_decode", options);
+  std::string failures;
+  for (const auto& f : o.run.check_failures) failures += f + "\n";
+  CHECK_MESSAGE(o.run.check_failures.empty(), failures);
+  CHECK(o.run.unwritten == 0);
+  CHECK(o.output.mismatches == 0);
+  CHECK(o.lse.mismatches == 0);
+  CHECK(o.run.notes.at("abi") == "1.1");
+  // 8 bytes of plan number, int64 [7] page offsets, int32 [6] lengths, int32 [7] query offsets, to 16 bytes.
+  CHECK(o.run.notes.at("plan_workspace_bytes") == "128");
+  CHECK(o.run.notes.at("host_staging_bytes") == "128");
+  CHECK(o.run.notes.at("workspace_bytes") == std::to_string(128 + 4 * 6 * 8));  // + a probe word per (seq, head)
+  REQUIRE(!o.run.timings.empty());
+  CHECK(o.run.timings.front().median_ms > 0);
+}
+
+TEST_CASE("external plan step: a launch that bakes plan's lengths into its arguments fails the graph check") {
+  auto s = decode_spec("ext-planned-baked", 1700);
+  s.seq_len_list = {33, 100, 257, 64};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  const Outcome o = run_path(*c, "ext:planned_decode_baked");
+  // Eager runs plan first, so they are right...
+  CHECK(o.output.mismatches == 0);
+  CHECK(o.run.unwritten == 0);
+  // ...but the graph replays the lengths of capture time.
+  bool replay_differs = false;
+  for (const auto& f : o.run.check_failures) replay_differs |= f.find("graph replay differs") != std::string::npos;
+  std::string failures;
+  for (const auto& f : o.run.check_failures) failures += f + "\n";
+  CHECK_MESSAGE(replay_differs, failures);
+}
+
+TEST_CASE("external: a library built against ABI 1.0 loads and runs without a plan") {
+  auto s = decode_spec("ext-abi-1.0", 1800);
+  s.seq_len_list = {1, 17, 300};
+  s.num_seqs = 3;
+  check_passes(s, {"ext:simple_decode_abi1_0"});
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  const Outcome o = run_path(*c, "ext:simple_decode_abi1_0");
+  CHECK(o.run.notes.at("abi") == "1.0");
+  CHECK(o.run.notes.count("plan_workspace_bytes") == 0);
 }
