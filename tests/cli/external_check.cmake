@@ -4,7 +4,8 @@
 # refused naming the file, and a --save-failing bundle replays with the same
 # --kernel. Run as:
 #   cmake -DPAGECHECK=bin -DWRAP=libpagecheck_wrap.so -DSIMPLE=libsimple_decode.so
-#         -DPLANNED=libplanned_decode.so -DABI10=libsimple_decode_abi1_0.so -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
+#         -DPLANNED=libplanned_decode.so -DABI10=libsimple_decode_abi1_0.so [-DFLASHINFER=libpagecheck_flashinfer.so]
+#         -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 
@@ -124,6 +125,47 @@ expect_contains("${command}" "ext:pagecheck_direct" "bundle command.txt")
 execute_process(COMMAND sh "${WORK}/bundles/rec/replay.sh" RESULT_VARIABLE rc OUTPUT_VARIABLE replay_out ERROR_VARIABLE replay_err)
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "the bundle's replay.sh exited ${rc}, expected 1 (the same failure):\n${replay_out}${replay_err}")
+endif()
+
+# The FlashInfer adapter, when it was built (-DFLASHINFER=lib): loads without
+# a GPU, takes the cases FlashInfer takes and names what it refuses.
+if(FLASHINFER)
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode,ext:flashinfer_prefill
+                   --seqs 3 --seq-len 40 --q-heads 8 --kv-heads 2 --q-dtype BF16 --kv-dtype BF16 --no-timing
+                   --no-color --json "${WORK}/fi_decode.json")
+  foreach(path ext:flashinfer_decode ext:flashinfer_prefill)
+    path_row("${WORK}/fi_decode.json" ${path} status reason)
+    if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+      message(FATAL_ERROR "FlashInfer decode case: ${path} is '${status}' (${reason}), expected skipped or pass")
+    endif()
+  endforeach()
+  # A chunked prefill: the decode entry declines, the prefill entry takes it.
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode,ext:flashinfer_prefill
+                   --mode chunked --seqs 2 --seq-len 64 --q-len 5 --q-dtype F16 --kv-dtype F16 --no-timing --no-color
+                   --json "${WORK}/fi_chunked.json")
+  path_row("${WORK}/fi_chunked.json" ext:flashinfer_decode status reason)
+  if(NOT status STREQUAL "n/a")
+    message(FATAL_ERROR "FlashInfer chunked case: ext:flashinfer_decode is '${status}' (${reason}), expected n/a")
+  endif()
+  path_row("${WORK}/fi_chunked.json" ext:flashinfer_prefill status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "FlashInfer chunked case: ext:flashinfer_prefill is '${status}' (${reason})")
+  endif()
+  # Refusals, each with its reason: a head dim not built, a GQA group the
+  # decode does not dispatch, an FP8 cache.
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_prefill --head-dim 96 --seqs 1
+                   --seq-len 8 --q-dtype BF16 --kv-dtype BF16 --no-timing --no-color --json "${WORK}/fi_d96.json")
+  path_row("${WORK}/fi_d96.json" ext:flashinfer_prefill status reason)
+  expect_contains("${status}: ${reason}" "n/a: head_dim 96/96 is not taken; takes: 64, 128, 256" "FlashInfer d96")
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode --q-heads 32 --kv-heads 2
+                   --seqs 1 --seq-len 8 --q-dtype BF16 --kv-dtype BF16 --no-timing --no-color
+                   --json "${WORK}/fi_group.json")
+  path_row("${WORK}/fi_group.json" ext:flashinfer_decode status reason)
+  expect_contains("${status}: ${reason}" "n/a: flashinfer_decode: GQA group 16 is not dispatched" "FlashInfer group 16")
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode --kv-dtype F8_E4M3
+                   --q-dtype BF16 --seqs 1 --seq-len 8 --no-timing --no-color --json "${WORK}/fi_fp8.json")
+  path_row("${WORK}/fi_fp8.json" ext:flashinfer_decode status reason)
+  expect_contains("${status}: ${reason}" "n/a: kv dtype F8_E4M3 is not taken" "FlashInfer FP8 KV")
 endif()
 
 message(STATUS "external kernels: CLI checks passed")

@@ -1,0 +1,232 @@
+// flashinfer_decode: FlashInfer's CUDA-core batch decode over pages
+// (flashinfer/attention/decode.cuh, BatchDecodeWithPagedKVCacheDispatched),
+// with its own split-KV partition and merge, planned by FlashInfer's
+// DecodePlan in its CUDA-graph mode (a grid fixed by the description; the
+// partition in the plan-owned workspace).
+//
+// Built (dispatch.cuh): F16 or BF16 query, KV and output (one dtype), head
+// dims 64, 128, 256, softcap or not; NHD and HND (a stride, not a template),
+// any page size, GQA group sizes 1, 2, 3, 4, 8 (FlashInfer's own dispatch),
+// sliding window, k/v scales. Each (dtype, head dim, softcap) is 10 kernels
+// (5 group sizes x 2 pipeline depths) and their merge kernels.
+#include <flashinfer/attention/decode.cuh>
+#include <flashinfer/attention/default_decode_params.cuh>
+#include <flashinfer/attention/scheduler.cuh>
+#include <flashinfer/attention/variants.cuh>
+
+#include <cstdio>
+
+#include "common.cuh"
+#include "dispatch.cuh"
+
+namespace fi_adapter {
+
+namespace {
+
+constexpr auto kPosEncoding = flashinfer::PosEncodingMode::kNone;
+constexpr const char* kName = "flashinfer_decode";
+
+bool group_dispatched(std::int64_t group) { return group == 1 || group == 2 || group == 3 || group == 4 || group == 8; }
+
+// FlashInfer's grid of the split kernel for the description: whether it
+// splits and the padded batch it plans for (CUDA-graph mode: both depend on
+// num_seqs, heads and the device only).
+struct Grid {
+  bool split = false;
+  std::uint32_t padded_batch = 0;
+};
+
+// One built (dtype, head dim, softcap) of the decode.
+template <class Built>
+struct Decode {
+  using DType = typename Built::DType;
+  static constexpr std::uint32_t kHeadDim = Built::kHeadDim;
+  // Sliding window always compiled in: with window_left -1 FlashInfer's mask
+  // keeps every key, so one variant serves windowed and plain cases.
+  using Variant = flashinfer::DefaultAttention</*custom_mask=*/false, /*sliding_window=*/true, Built::kSoftcap,
+                                               /*alibi=*/false>;
+  using Params = flashinfer::BatchDecodeParams<DType, DType, DType, std::int32_t>;
+
+  // Calls f(work estimation function) for the case's GQA group.
+  template <class F>
+  static cudaError_t with_estimation(const pagecheck_case_desc& d, F&& f) {
+    switch (d.q_heads / d.kv_heads) {
+      case 1: return f(flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<1, kHeadDim, kPosEncoding, Variant, Params>);
+      case 2: return f(flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<2, kHeadDim, kPosEncoding, Variant, Params>);
+      case 3: return f(flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<3, kHeadDim, kPosEncoding, Variant, Params>);
+      case 4: return f(flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<4, kHeadDim, kPosEncoding, Variant, Params>);
+      case 8: return f(flashinfer::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<8, kHeadDim, kPosEncoding, Variant, Params>);
+      default: return cudaErrorInvalidValue;
+    }
+  }
+
+  static cudaError_t grid(const pagecheck_case_desc& d, Grid& grid) {
+    return with_estimation(d, [&](auto estimate) {
+      bool split = false;
+      std::uint32_t max_grid = 0, pages_per_chunk = 0, new_batch = 0, gdy = 0;
+      std::vector<std::int32_t> no_pages(static_cast<std::size_t>(d.num_seqs) + 1, 0);
+      const cudaError_t err = estimate(split, max_grid, pages_per_chunk, new_batch, gdy,
+                                       static_cast<std::uint32_t>(d.num_seqs), no_pages.data(),
+                                       static_cast<std::uint32_t>(d.q_heads), static_cast<std::uint32_t>(d.block_size),
+                                       /*enable_cuda_graph=*/true, nullptr);
+      grid.split = split;
+      grid.padded_batch = split ? max_grid / gdy : static_cast<std::uint32_t>(d.num_seqs);
+      return err;
+    });
+  }
+
+  // The byte sizes DecodePlan allocates, each part 16-aligned, with room.
+  static Layout layout(const pagecheck_case_desc& d, const Grid& grid) {
+    const std::uint64_t p = grid.padded_batch;
+    const std::uint64_t int_bytes = 2 * align_up(4 * p, 16) + align_up(4 * (p + 1), 16) + 16 + align_up(p, 16) + 256;
+    const std::uint64_t heads = static_cast<std::uint64_t>(d.q_heads);
+    const std::uint64_t float_bytes =
+        grid.split ? align_up(heads * p * kHeadDim * 4, 16) + align_up(heads * p * 4, 16) + 256 : 0;
+    return make_layout(d, int_bytes, float_bytes);
+  }
+
+  static cudaError_t plan(const pagecheck_case_desc& d, const Layout& l, const PagePlan& pages, void* workspace,
+                          void* staging, flashinfer::DecodePlanInfo& info, cudaStream_t s) {
+    auto* bytes = static_cast<unsigned char*>(workspace);
+    return with_estimation(d, [&](auto estimate) {
+      return flashinfer::DecodePlan<kHeadDim, kPosEncoding, Variant, Params>(
+          bytes + l.float_offset, l.float_bytes, bytes, staging, l.int_bytes, info,
+          const_cast<std::int32_t*>(pages.kv_indptr.data()), static_cast<std::uint32_t>(d.num_seqs),
+          static_cast<std::uint32_t>(d.q_heads), static_cast<std::uint32_t>(d.block_size), /*enable_cuda_graph=*/true, s,
+          estimate);
+    });
+  }
+
+  static cudaError_t run(const pagecheck_case_desc& d, const pagecheck_buffers& b, const Layout& l,
+                         const flashinfer::DecodePlanInfo& info, void* workspace, cudaStream_t s) {
+    auto* bytes = static_cast<unsigned char*>(workspace);
+    std::int64_t strides[3];
+    kv_strides(d, strides);
+    flashinfer::paged_kv_t<DType, std::int32_t> paged_kv(
+        static_cast<std::uint32_t>(d.kv_heads), static_cast<std::uint32_t>(d.block_size), kHeadDim,
+        static_cast<std::uint32_t>(d.num_seqs),
+        d.kv_layout == PAGECHECK_LAYOUT_HND ? flashinfer::QKVLayout::kHND : flashinfer::QKVLayout::kNHD,
+        static_cast<DType*>(const_cast<void*>(b.key_cache)), static_cast<DType*>(const_cast<void*>(b.value_cache)),
+        strides, reinterpret_cast<std::int32_t*>(bytes + l.indices),
+        reinterpret_cast<std::int32_t*>(bytes + l.kv_indptr), reinterpret_cast<std::int32_t*>(bytes + l.last_page_len));
+    Params p(static_cast<DType*>(const_cast<void*>(b.query)), /*q_rope_offset=*/nullptr, paged_kv,
+             static_cast<DType*>(b.output), b.lse, /*maybe_alibi_slopes=*/nullptr, static_cast<std::uint32_t>(d.q_heads),
+             static_cast<std::int32_t>(d.query_stride_token), static_cast<std::int32_t>(d.query_stride_head),
+             window_left(d), d.softcap, d.scale * d.k_scale, /*rope_scale=*/1.0f, /*rope_theta=*/1e4f);
+    p.request_indices = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.request_indices_offset);
+    p.kv_tile_indices = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.kv_tile_indices_offset);
+    p.o_indptr = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.o_indptr_offset);
+    p.kv_chunk_size_ptr = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.kv_chunk_size_ptr_offset);
+    DType* tmp_v = nullptr;
+    float* tmp_s = nullptr;
+    if (info.split_kv) {
+      tmp_v = flashinfer::GetPtrFromBaseOffset<DType>(bytes + l.float_offset, info.v_offset);
+      tmp_s = flashinfer::GetPtrFromBaseOffset<float>(bytes + l.float_offset, info.s_offset);
+      p.block_valid_mask = flashinfer::GetPtrFromBaseOffset<bool>(bytes, info.block_valid_mask_offset);
+    }
+    p.padded_batch_size = static_cast<std::uint32_t>(info.padded_batch_size);
+    return flashinfer::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPosEncoding, Variant>(p, tmp_v, tmp_s,
+                                                                                             /*enable_pdl=*/false, s);
+  }
+};
+
+// Host state between plan and launch (one host thread at a time): FlashInfer's
+// plan info, whose offsets, padded batch and split flag depend only on the
+// description in CUDA-graph mode, and the layout.
+flashinfer::DecodePlanInfo plan_info;
+Layout planned_layout;
+PagePlan pages;
+
+cudaError_t case_layout(const pagecheck_case_desc& d, Layout& l) {
+  return dispatch_built(d, [&](auto built) {
+    using D = Decode<decltype(built)>;
+    Grid grid;
+    const cudaError_t err = D::grid(d, grid);
+    l = D::layout(d, grid);
+    return err;
+  });
+}
+
+int supports(const pagecheck_case_desc* d, char* reason, size_t size) {
+  if (!common_supports(*d, kName, reason, size)) return 0;
+  const std::int64_t group = d->q_heads / d->kv_heads;
+  if (!group_dispatched(group)) {
+    std::snprintf(reason, size, "%s: GQA group %lld is not dispatched by FlashInfer's decode (1, 2, 3, 4, 8)", kName,
+                  static_cast<long long>(group));
+    return 0;
+  }
+  return 1;
+}
+
+std::uint64_t workspace_bytes(const pagecheck_case_desc* d) {
+  Layout l;
+  return case_layout(*d, l) == cudaSuccess ? l.total : 0;  // 0: plan then says why
+}
+
+std::uint64_t plan_bytes(const pagecheck_case_desc* d) {
+  Layout l;
+  return case_layout(*d, l) == cudaSuccess ? l.plan_bytes : 0;
+}
+
+int plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*, void* workspace,
+         void* staging, void* stream) {
+  try {
+    Layout l;
+    if (const cudaError_t err = case_layout(*d, l); err != cudaSuccess) return fail_cuda("decode work estimation", err);
+    plan_pages(*d, *host, pages);
+    const auto s = static_cast<cudaStream_t>(stream);
+    const cudaError_t err = dispatch_built(*d, [&](auto built) {
+      return Decode<decltype(built)>::plan(*d, l, pages, workspace, staging, plan_info, s);
+    });
+    if (err != cudaSuccess) return fail_cuda("FlashInfer DecodePlan", err);
+    if (const cudaError_t copy = copy_page_plan(l, pages, workspace, staging, s); copy != cudaSuccess)
+      return fail_cuda("copy of the page plan", copy);
+    planned_layout = l;
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(std::string("FlashInfer DecodePlan: ") + e.what());
+  }
+}
+
+int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* workspace, void* stream) {
+  try {
+    const auto s = static_cast<cudaStream_t>(stream);
+    if (const cudaError_t err = launch_compact_table(*d, *b, planned_layout, workspace, s); err != cudaSuccess)
+      return fail_cuda("table compaction", err);
+    const cudaError_t err = dispatch_built(*d, [&](auto built) {
+      return Decode<decltype(built)>::run(*d, *b, planned_layout, plan_info, workspace, s);
+    });
+    if (err != cudaSuccess) return fail_cuda("FlashInfer BatchDecodeWithPagedKVCacheDispatched", err);
+    if (const cudaError_t epi = launch_epilogue(*d, *b, s); epi != cudaSuccess) return fail_cuda("epilogue", epi);
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(std::string("FlashInfer batch decode: ") + e.what());
+  }
+}
+
+}  // namespace
+
+pagecheck_kernel_entry decode_entry() {
+  pagecheck_kernel_entry e{};
+  e.name = kName;
+  e.description = "FlashInfer 0.6 CUDA-core batch decode over pages, split-KV + merge, CUDA-graph plan";
+  e.query_dtypes = kBuiltDtypes;
+  e.kv_dtypes = kBuiltDtypes;
+  e.layouts = PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_NHD) | PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_HND);
+  e.table_forms = PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_DENSE) | PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_CSR);
+  // One query token per sequence sees every key: causal or not is the same.
+  e.features = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_WINDOW | PAGECHECK_FEATURE_SOFTCAP |
+               PAGECHECK_FEATURE_KV_SCALES | PAGECHECK_FEATURE_NON_CAUSAL;
+  e.head_dim_count = kBuiltHeadDimCount;
+  e.head_dims = kBuiltHeadDims;
+  e.supports = supports;
+  e.workspace_bytes = workspace_bytes;
+  e.launch = launch;
+  e.last_error = last_error;
+  e.plan = plan;
+  e.plan_workspace_bytes = plan_bytes;
+  e.host_staging_bytes = plan_bytes;
+  return e;
+}
+
+}  // namespace fi_adapter
