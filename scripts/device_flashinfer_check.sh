@@ -33,7 +33,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-run}
 archs=${2:-90}
 build=${BUILD:-build-fi}
-shared_fi="$(pwd)/../shared/third_party/flashinfer-0.6.8/include"
+shared_fi=$(realpath -m "$(pwd)/../shared/third_party/flashinfer-0.6.8/include")
 fi_include=${FLASHINFER_INCLUDE:-$shared_fi}
 fi_paths="ext:flashinfer_decode,ext:flashinfer_prefill"
 

@@ -300,3 +300,75 @@ TEST_CASE("external: a library built against ABI 1.0 loads and runs without a pl
   CHECK(o.run.notes.at("abi") == "1.0");
   CHECK(o.run.notes.count("plan_workspace_bytes") == 0);
 }
+
+// FlashInfer's paged kernels through the adapter (examples/external/flashinfer),
+// when it was built (-DPAGECHECK_FLASHINFER_INCLUDE_DIR): both entries pass
+// every check against the reference over dtypes, head dims, layouts, tables,
+// page sizes, GQA ratios, window, softcap, scales and causality.
+TEST_CASE("external: FlashInfer's decode and prefill through the adapter") {
+  const std::string file = library("flashinfer/libpagecheck_flashinfer.so");
+  if (!fs::exists(file)) {
+    MESSAGE("not built (configure with -DPAGECHECK_FLASHINFER_INCLUDE_DIR): " << file);
+    return;
+  }
+  static PathRegistry registry = [&] {
+    PathRegistry r;
+    auto paths = gpu::load_external_kernels(file);
+    REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
+    for (auto& p : *paths) r.add(std::move(p));
+    return r;
+  }();
+  std::uint64_t seed = 2000;
+  int variant = 0;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (std::int64_t dim : {64, 128, 256}) {
+      for (QueryMode mode : {QueryMode::Decode, QueryMode::Chunked}) {
+        auto s = decode_spec(fmt::format("ext-flashinfer-{}-d{}-{}", dtype_name(dtype), dim, static_cast<int>(mode)),
+                             seed++);
+        s.query_dtype = s.kv_dtype = dtype;
+        s.head_dim = dim;
+        s.query_mode = mode;
+        s.seq_len_list = {1, 15, 16, 17, 300, 1000};
+        s.num_seqs = 6;
+        if (mode == QueryMode::Chunked) {
+          s.q_len_dist = LengthDist::List;
+          s.q_len_list = {1, 3, 16, 17, 40, 100};
+        }
+        switch (variant++ % 4) {
+          case 0: s.block_size = 7; s.layout = KvLayout::HND; break;
+          case 1: s.block_size = 1; s.table_form = TableForm::Csr; s.sliding_window = 100; s.kv_heads = 8; break;
+          case 2: s.block_size = 16; s.softcap = 30.0; s.k_scale = 0.5; s.v_scale = 2.0; s.kv_heads = 1; break;
+          default: s.block_size = 32; s.causal = false; s.kv_heads = 4; break;
+        }
+        auto c = generate_case(s);
+        REQUIRE_MESSAGE(c.ok(), (describe_spec(s) + ": " + (c.ok() ? "" : c.error().describe())));
+        auto ref = reference_attention(*c);
+        REQUIRE(ref.ok());
+        for (const char* name : {"ext:flashinfer_decode", "ext:flashinfer_prefill"}) {
+          INFO(describe_spec(s) << " path " << name);
+          Path* path = registry.find(name);
+          REQUIRE(path != nullptr);
+          const Applicability a = path->applies(*c);
+          if (!a.applies) {
+            // Only the decode entry declines: chunked cases are not decode.
+            CHECK_MESSAGE((std::string(name) == "ext:flashinfer_decode" && mode == QueryMode::Chunked), a.reason);
+            continue;
+          }
+          auto run = path->run(*c, correctness_options());
+          REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().describe()));
+          std::string failures;
+          for (const auto& f : run->check_failures) failures += f + "\n";
+          CHECK_MESSAGE(run->check_failures.empty(), failures);
+          CHECK(run->unwritten == 0);
+          const ErrorStats out = compare(*c, run->output, ref->output, c->v_head_dim(),
+                                         default_tolerance(c->query.dtype, c->key_cache.dtype));
+          const ErrorStats lse = compare(*c, run->lse, ref->lse, 1, default_lse_tolerance(c->query.dtype, c->key_cache.dtype));
+          CHECK_MESSAGE(out.mismatches == 0, fmt::format("output: {} of {} mismatches, max abs err {:.3g}",
+                                                         out.mismatches, out.elements, out.max_abs_err));
+          CHECK_MESSAGE(lse.mismatches == 0, fmt::format("LSE: {} mismatches, max abs err {:.3g}", lse.mismatches,
+                                                         lse.max_abs_err));
+        }
+      }
+    }
+  }
+}

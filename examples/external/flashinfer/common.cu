@@ -2,6 +2,8 @@
 // plan, the table compaction and the epilogue kernels, the shared refusals.
 #include "common.cuh"
 
+#include "dispatch.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -153,6 +155,21 @@ void kv_strides(const pagecheck_case_desc& d, std::int64_t out[3]) {
     out[1] = d.key_stride_slot;
     out[2] = d.key_stride_head;
   }
+}
+
+pagecheck_kernel_entry built_entry(const char* name, const char* description, std::uint32_t features) {
+  pagecheck_kernel_entry e{};
+  e.name = name;
+  e.description = description;
+  e.query_dtypes = kBuiltDtypes;
+  e.kv_dtypes = kBuiltDtypes;
+  e.layouts = PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_NHD) | PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_HND);
+  e.table_forms = PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_DENSE) | PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_CSR);
+  e.features = features;
+  e.head_dim_count = kBuiltHeadDimCount;
+  e.head_dims = kBuiltHeadDims;
+  e.last_error = last_error;
+  return e;
 }
 
 int fail(std::string message) {

@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,85 @@ void kv_strides(const pagecheck_case_desc& d, std::int64_t out[3]);
 int fail(std::string message);
 int fail_cuda(const char* what, cudaError_t err);
 const char* last_error();
+
+// An entry with what both share: the built dtypes and head dims
+// (dispatch.cuh), NHD and HND, dense and CSR tables, last_error.
+pagecheck_kernel_entry built_entry(const char* name, const char* description, std::uint32_t features);
+
+// The ABI functions of an entry over one FlashInfer kernel family. Family
+// provides (decode.cu, prefill.cu):
+//   kName, kPlanner, kKernel                  names for entries and messages
+//   bool supports(desc, reason, size)         its refusals beyond common_supports
+//   cudaError_t layout(desc, Layout&)         the workspace its planner needs
+//   cudaError_t plan(desc, layout, pages, workspace, staging, stream)
+//                                             FlashInfer's planner; keeps its plan info
+//   cudaError_t run(desc, buffers, layout, workspace, stream)
+//                                             FlashInfer's kernel with that plan info
+// Around them: the page plan and its copy in plan; the table compaction
+// before and the epilogue after the kernel in launch; FlashInfer's
+// exceptions and CUDA errors turned into a non-zero return with the message.
+template <class Family>
+struct Entry {
+  static inline Layout planned;  // between plan and the next launch (one host thread at a time)
+  static inline PagePlan pages;
+
+  static int supports(const pagecheck_case_desc* d, char* reason, size_t size) {
+    return common_supports(*d, Family::kName, reason, size) && Family::supports(*d, reason, size) ? 1 : 0;
+  }
+
+  static std::uint64_t workspace_bytes(const pagecheck_case_desc* d) {
+    Layout l;
+    return Family::layout(*d, l) == cudaSuccess ? l.total : 0;  // 0: plan then says why
+  }
+
+  static std::uint64_t plan_bytes(const pagecheck_case_desc* d) {
+    Layout l;
+    return Family::layout(*d, l) == cudaSuccess ? l.plan_bytes : 0;
+  }
+
+  static int plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*,
+                  void* workspace, void* staging, void* stream) {
+    try {
+      const auto s = static_cast<cudaStream_t>(stream);
+      Layout l;
+      if (const cudaError_t err = Family::layout(*d, l); err != cudaSuccess) return fail_cuda("workspace layout", err);
+      plan_pages(*d, *host, pages);
+      if (const cudaError_t err = Family::plan(*d, l, pages, workspace, staging, s); err != cudaSuccess)
+        return fail_cuda(Family::kPlanner, err);
+      if (const cudaError_t err = copy_page_plan(l, pages, workspace, staging, s); err != cudaSuccess)
+        return fail_cuda("copy of the page plan", err);
+      planned = l;
+      return 0;
+    } catch (const std::exception& e) {
+      return fail(std::string(Family::kPlanner) + ": " + e.what());
+    }
+  }
+
+  static int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* workspace, void* stream) {
+    try {
+      const auto s = static_cast<cudaStream_t>(stream);
+      if (const cudaError_t err = launch_compact_table(*d, *b, planned, workspace, s); err != cudaSuccess)
+        return fail_cuda("table compaction", err);
+      if (const cudaError_t err = Family::run(*d, *b, planned, workspace, s); err != cudaSuccess)
+        return fail_cuda(Family::kKernel, err);
+      if (const cudaError_t err = launch_epilogue(*d, *b, s); err != cudaSuccess) return fail_cuda("epilogue", err);
+      return 0;
+    } catch (const std::exception& e) {
+      return fail(std::string(Family::kKernel) + ": " + e.what());
+    }
+  }
+
+  static pagecheck_kernel_entry make(const char* description, std::uint32_t features) {
+    pagecheck_kernel_entry e = built_entry(Family::kName, description, features);
+    e.supports = supports;
+    e.workspace_bytes = workspace_bytes;
+    e.launch = launch;
+    e.plan = plan;
+    e.plan_workspace_bytes = plan_bytes;
+    e.host_staging_bytes = plan_bytes;
+    return e;
+  }
+};
 
 // The ABI entries (decode.cu, prefill.cu).
 pagecheck_kernel_entry decode_entry();

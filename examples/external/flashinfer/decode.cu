@@ -24,8 +24,6 @@ namespace fi_adapter {
 namespace {
 
 constexpr auto kPosEncoding = flashinfer::PosEncodingMode::kNone;
-constexpr const char* kName = "flashinfer_decode";
-
 bool group_dispatched(std::int64_t group) { return group == 1 || group == 2 || group == 3 || group == 4 || group == 8; }
 
 // FlashInfer's grid of the split kernel for the description: whether it
@@ -130,103 +128,53 @@ struct Decode {
   }
 };
 
-// Host state between plan and launch (one host thread at a time): FlashInfer's
-// plan info, whose offsets, padded batch and split flag depend only on the
-// description in CUDA-graph mode, and the layout.
-flashinfer::DecodePlanInfo plan_info;
-Layout planned_layout;
-PagePlan pages;
+// The decode family for Entry (common.cuh).
+struct DecodeFamily {
+  static constexpr const char* kName = "flashinfer_decode";
+  static constexpr const char* kPlanner = "FlashInfer DecodePlan";
+  static constexpr const char* kKernel = "FlashInfer BatchDecodeWithPagedKVCacheDispatched";
+  // FlashInfer's plan info, kept from plan to launch: in CUDA-graph mode its
+  // offsets, padded batch and split flag depend only on the description.
+  static inline flashinfer::DecodePlanInfo plan_info;
 
-cudaError_t case_layout(const pagecheck_case_desc& d, Layout& l) {
-  return dispatch_built(d, [&](auto built) {
-    using D = Decode<decltype(built)>;
-    Grid grid;
-    const cudaError_t err = D::grid(d, grid);
-    l = D::layout(d, grid);
-    return err;
-  });
-}
-
-int supports(const pagecheck_case_desc* d, char* reason, size_t size) {
-  if (!common_supports(*d, kName, reason, size)) return 0;
-  const std::int64_t group = d->q_heads / d->kv_heads;
-  if (!group_dispatched(group)) {
+  static bool supports(const pagecheck_case_desc& d, char* reason, std::size_t size) {
+    const std::int64_t group = d.q_heads / d.kv_heads;
+    if (group_dispatched(group)) return true;
     std::snprintf(reason, size, "%s: GQA group %lld is not dispatched by FlashInfer's decode (1, 2, 3, 4, 8)", kName,
                   static_cast<long long>(group));
-    return 0;
+    return false;
   }
-  return 1;
-}
 
-std::uint64_t workspace_bytes(const pagecheck_case_desc* d) {
-  Layout l;
-  return case_layout(*d, l) == cudaSuccess ? l.total : 0;  // 0: plan then says why
-}
-
-std::uint64_t plan_bytes(const pagecheck_case_desc* d) {
-  Layout l;
-  return case_layout(*d, l) == cudaSuccess ? l.plan_bytes : 0;
-}
-
-int plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*, void* workspace,
-         void* staging, void* stream) {
-  try {
-    Layout l;
-    if (const cudaError_t err = case_layout(*d, l); err != cudaSuccess) return fail_cuda("decode work estimation", err);
-    plan_pages(*d, *host, pages);
-    const auto s = static_cast<cudaStream_t>(stream);
-    const cudaError_t err = dispatch_built(*d, [&](auto built) {
-      return Decode<decltype(built)>::plan(*d, l, pages, workspace, staging, plan_info, s);
+  static cudaError_t layout(const pagecheck_case_desc& d, Layout& l) {
+    return dispatch_built(d, [&](auto built) {
+      using D = Decode<decltype(built)>;
+      Grid grid;
+      const cudaError_t err = D::grid(d, grid);
+      l = D::layout(d, grid);
+      return err;
     });
-    if (err != cudaSuccess) return fail_cuda("FlashInfer DecodePlan", err);
-    if (const cudaError_t copy = copy_page_plan(l, pages, workspace, staging, s); copy != cudaSuccess)
-      return fail_cuda("copy of the page plan", copy);
-    planned_layout = l;
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(std::string("FlashInfer DecodePlan: ") + e.what());
   }
-}
 
-int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* workspace, void* stream) {
-  try {
-    const auto s = static_cast<cudaStream_t>(stream);
-    if (const cudaError_t err = launch_compact_table(*d, *b, planned_layout, workspace, s); err != cudaSuccess)
-      return fail_cuda("table compaction", err);
-    const cudaError_t err = dispatch_built(*d, [&](auto built) {
-      return Decode<decltype(built)>::run(*d, *b, planned_layout, plan_info, workspace, s);
-    });
-    if (err != cudaSuccess) return fail_cuda("FlashInfer BatchDecodeWithPagedKVCacheDispatched", err);
-    if (const cudaError_t epi = launch_epilogue(*d, *b, s); epi != cudaSuccess) return fail_cuda("epilogue", epi);
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(std::string("FlashInfer batch decode: ") + e.what());
+  static cudaError_t plan(const pagecheck_case_desc& d, const Layout& l, PagePlan& pages, void* workspace,
+                          void* staging, cudaStream_t s) {
+    return dispatch_built(
+        d, [&](auto built) { return Decode<decltype(built)>::plan(d, l, pages, workspace, staging, plan_info, s); });
   }
-}
+
+  static cudaError_t run(const pagecheck_case_desc& d, const pagecheck_buffers& b, const Layout& l, void* workspace,
+                         cudaStream_t s) {
+    return dispatch_built(d, [&](auto built) { return Decode<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
+  }
+};
 
 }  // namespace
 
 pagecheck_kernel_entry decode_entry() {
-  pagecheck_kernel_entry e{};
-  e.name = kName;
-  e.description = "FlashInfer 0.6 CUDA-core batch decode over pages, split-KV + merge, CUDA-graph plan";
-  e.query_dtypes = kBuiltDtypes;
-  e.kv_dtypes = kBuiltDtypes;
-  e.layouts = PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_NHD) | PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_HND);
-  e.table_forms = PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_DENSE) | PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_CSR);
   // One query token per sequence sees every key: causal or not is the same.
-  e.features = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_WINDOW | PAGECHECK_FEATURE_SOFTCAP |
-               PAGECHECK_FEATURE_KV_SCALES | PAGECHECK_FEATURE_NON_CAUSAL;
-  e.head_dim_count = kBuiltHeadDimCount;
-  e.head_dims = kBuiltHeadDims;
-  e.supports = supports;
-  e.workspace_bytes = workspace_bytes;
-  e.launch = launch;
-  e.last_error = last_error;
-  e.plan = plan;
-  e.plan_workspace_bytes = plan_bytes;
-  e.host_staging_bytes = plan_bytes;
-  return e;
+  return Entry<DecodeFamily>::make(
+      "FlashInfer 0.6 CUDA-core batch decode over pages, split-KV + merge, CUDA-graph plan",
+      PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_WINDOW | PAGECHECK_FEATURE_SOFTCAP | PAGECHECK_FEATURE_KV_SCALES |
+          PAGECHECK_FEATURE_NON_CAUSAL);
 }
 
 }  // namespace fi_adapter

@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 #include "common.cuh"
 #include "dispatch.cuh"
@@ -27,8 +29,6 @@ namespace fi_adapter {
 namespace {
 
 constexpr auto kPosEncoding = flashinfer::PosEncodingMode::kNone;
-constexpr const char* kName = "flashinfer_prefill";
-
 // PrefillPlan's sizes in CUDA-graph mode, from the description alone: the
 // query tile from the longest query the token count allows, the padded
 // batch from the tiles of all tokens or the SM count, whichever is larger.
@@ -142,103 +142,58 @@ struct Prefill {
   }
 };
 
-// Host state between plan and launch (one host thread at a time).
-flashinfer::PrefillPlanInfo plan_info;
-Layout planned_layout;
-PagePlan pages;
+// The prefill family for Entry (common.cuh).
+struct PrefillFamily {
+  static constexpr const char* kName = "flashinfer_prefill";
+  static constexpr const char* kPlanner = "FlashInfer PrefillPlan";
+  static constexpr const char* kKernel = "FlashInfer BatchPrefillWithPagedKVCacheDispatched";
+  // FlashInfer's plan info, kept from plan to launch (CUDA-graph mode: what
+  // launch uses of it depends only on the description).
+  static inline flashinfer::PrefillPlanInfo plan_info;
+  static inline Grid planned_grid;
 
-cudaError_t case_layout(const pagecheck_case_desc& d, Layout& l, Grid& grid) {
-  const cudaError_t err = prefill_grid(d, grid);
-  l = prefill_layout(d, grid);
-  return err;
-}
+  static bool supports(const pagecheck_case_desc&, char*, std::size_t) { return true; }
 
-int supports(const pagecheck_case_desc* d, char* reason, size_t size) {
-  return common_supports(*d, kName, reason, size) ? 1 : 0;
-}
+  static cudaError_t layout(const pagecheck_case_desc& d, Layout& l) {
+    const cudaError_t err = prefill_grid(d, planned_grid);
+    l = prefill_layout(d, planned_grid);
+    return err;
+  }
 
-std::uint64_t workspace_bytes(const pagecheck_case_desc* d) {
-  Layout l;
-  Grid grid;
-  return case_layout(*d, l, grid) == cudaSuccess ? l.total : 0;  // 0: plan then says why
-}
-
-std::uint64_t plan_bytes(const pagecheck_case_desc* d) {
-  Layout l;
-  Grid grid;
-  return case_layout(*d, l, grid) == cudaSuccess ? l.plan_bytes : 0;
-}
-
-int plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*, void* workspace,
-         void* staging, void* stream) {
-  try {
-    Layout l;
-    Grid grid;
-    if (const cudaError_t err = case_layout(*d, l, grid); err != cudaSuccess) return fail_cuda("prefill grid", err);
-    plan_pages(*d, *host, pages);
+  static cudaError_t plan(const pagecheck_case_desc& d, const Layout& l, PagePlan& pages, void* workspace,
+                          void* staging, cudaStream_t s) {
     auto* bytes = static_cast<unsigned char*>(workspace);
-    const auto s = static_cast<cudaStream_t>(stream);
     const cudaError_t err = flashinfer::PrefillPlan<std::int32_t>(
         bytes + l.float_offset, l.float_bytes, bytes, staging, l.int_bytes, plan_info, pages.qo_indptr.data(),
-        pages.kv_indptr.data(), static_cast<std::uint32_t>(d->num_tokens), static_cast<std::uint32_t>(d->num_seqs),
-        static_cast<std::uint32_t>(d->q_heads), static_cast<std::uint32_t>(d->kv_heads),
-        static_cast<std::uint32_t>(d->head_dim), static_cast<std::uint32_t>(d->v_head_dim),
-        static_cast<std::uint32_t>(d->block_size), /*enable_cuda_graph=*/true, /*sizeof_dtype_o=*/2, window_left(*d),
+        pages.kv_indptr.data(), static_cast<std::uint32_t>(d.num_tokens), static_cast<std::uint32_t>(d.num_seqs),
+        static_cast<std::uint32_t>(d.q_heads), static_cast<std::uint32_t>(d.kv_heads),
+        static_cast<std::uint32_t>(d.head_dim), static_cast<std::uint32_t>(d.v_head_dim),
+        static_cast<std::uint32_t>(d.block_size), /*enable_cuda_graph=*/true, /*sizeof_dtype_o=*/2, window_left(d),
         /*fixed_split_size=*/-1, /*disable_split_kv=*/false, /*num_colocated_ctas=*/0, s);
-    if (err != cudaSuccess) return fail_cuda("FlashInfer PrefillPlan", err);
-    if (static_cast<std::uint32_t>(plan_info.cta_tile_q) != grid.cta_tile_q ||
-        static_cast<std::uint64_t>(plan_info.padded_batch_size) != grid.padded_batch)
-      return fail("FlashInfer PrefillPlan chose query tile " + std::to_string(plan_info.cta_tile_q) +
-                  " and padded batch " + std::to_string(plan_info.padded_batch_size) +
-                  ", the adapter sized the workspace for " + std::to_string(grid.cta_tile_q) + " and " +
-                  std::to_string(grid.padded_batch));
-    if (const cudaError_t copy = copy_page_plan(l, pages, workspace, staging, s); copy != cudaSuccess)
-      return fail_cuda("copy of the page plan", copy);
-    planned_layout = l;
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(std::string("FlashInfer PrefillPlan: ") + e.what());
+    if (err != cudaSuccess) return err;
+    // The workspace was sized by prefill_grid's copy of PrefillPlan's rules.
+    if (static_cast<std::uint32_t>(plan_info.cta_tile_q) != planned_grid.cta_tile_q ||
+        static_cast<std::uint64_t>(plan_info.padded_batch_size) != planned_grid.padded_batch)
+      throw std::runtime_error("PrefillPlan chose query tile " + std::to_string(plan_info.cta_tile_q) +
+                               " and padded batch " + std::to_string(plan_info.padded_batch_size) +
+                               ", the adapter sized the workspace for " + std::to_string(planned_grid.cta_tile_q) +
+                               " and " + std::to_string(planned_grid.padded_batch));
+    return cudaSuccess;
   }
-}
 
-int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* workspace, void* stream) {
-  try {
-    const auto s = static_cast<cudaStream_t>(stream);
-    if (const cudaError_t err = launch_compact_table(*d, *b, planned_layout, workspace, s); err != cudaSuccess)
-      return fail_cuda("table compaction", err);
-    const cudaError_t err = dispatch_built(*d, [&](auto built) {
-      return Prefill<decltype(built)>::run(*d, *b, planned_layout, plan_info, workspace, s);
-    });
-    if (err != cudaSuccess) return fail_cuda("FlashInfer BatchPrefillWithPagedKVCacheDispatched", err);
-    if (const cudaError_t epi = launch_epilogue(*d, *b, s); epi != cudaSuccess) return fail_cuda("epilogue", epi);
-    return 0;
-  } catch (const std::exception& e) {
-    return fail(std::string("FlashInfer batch prefill: ") + e.what());
+  static cudaError_t run(const pagecheck_case_desc& d, const pagecheck_buffers& b, const Layout& l, void* workspace,
+                         cudaStream_t s) {
+    return dispatch_built(d, [&](auto built) { return Prefill<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
   }
-}
+};
 
 }  // namespace
 
 pagecheck_kernel_entry prefill_entry() {
-  pagecheck_kernel_entry e{};
-  e.name = kName;
-  e.description = "FlashInfer 0.6 FA2 batch prefill over pages (tensor cores), split-KV + merge, CUDA-graph plan";
-  e.query_dtypes = kBuiltDtypes;
-  e.kv_dtypes = kBuiltDtypes;
-  e.layouts = PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_NHD) | PAGECHECK_LAYOUT_BIT(PAGECHECK_LAYOUT_HND);
-  e.table_forms = PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_DENSE) | PAGECHECK_TABLE_BIT(PAGECHECK_TABLE_CSR);
-  e.features = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL | PAGECHECK_FEATURE_WINDOW |
-               PAGECHECK_FEATURE_SOFTCAP | PAGECHECK_FEATURE_KV_SCALES | PAGECHECK_FEATURE_NON_CAUSAL;
-  e.head_dim_count = kBuiltHeadDimCount;
-  e.head_dims = kBuiltHeadDims;
-  e.supports = supports;
-  e.workspace_bytes = workspace_bytes;
-  e.launch = launch;
-  e.last_error = last_error;
-  e.plan = plan;
-  e.plan_workspace_bytes = plan_bytes;
-  e.host_staging_bytes = plan_bytes;
-  return e;
+  return Entry<PrefillFamily>::make(
+      "FlashInfer 0.6 FA2 batch prefill over pages (tensor cores), split-KV + merge, CUDA-graph plan",
+      PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL | PAGECHECK_FEATURE_WINDOW | PAGECHECK_FEATURE_SOFTCAP |
+          PAGECHECK_FEATURE_KV_SCALES | PAGECHECK_FEATURE_NON_CAUSAL);
 }
 
 }  // namespace fi_adapter
