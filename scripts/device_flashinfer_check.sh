@@ -17,7 +17,8 @@
 #                             failing cases saved (--save-failing)
 #         presets             every preset, the same way
 #         sweep_*             what the suite leaves out for FlashInfer: BF16
-#                             and F16, head dims 64/128/256, HND, CSR tables,
+#                             and F16 (FP8 caches for the decode), head dims
+#                             64/128/256, HND, CSR tables,
 #                             block sizes 1/7/16/32, GQA 1/4/8 and MQA,
 #                             window, softcap, k/v scales, causal and not,
 #                             decode, chunked prefill and mixed
@@ -112,6 +113,12 @@ do_run() {
             --seq-len-max 900 "${extra[@]}" --json "$OUT/sweep_$i.json" --save-failing "$OUT/bundles/sweep_$i"
         done
       done
+    done
+    # FP8 caches (the decode entry; the prefill entry declines them).
+    for fp8 in F8_E4M3 F8_E5M2; do
+      echo pagecheck run "${common[@]}" --name "fi-$dtype-$fp8-decode" --q-dtype "$dtype" --kv-dtype "$fp8" \
+        --k-scale 0.5 --v-scale 1.5 --kv-heads 4 --mode decode --seq-len-min 1 --seq-len-max 3000 --layout HND \
+        --json "$OUT/sweep_$dtype$fp8.json" --save-failing "$OUT/bundles/sweep_$dtype$fp8"
     done
   done >"$OUT/sweep_commands.txt"
   step sweep 400 bash -c "set -o pipefail; rc=0; while read -r line; do echo \"== \$line\"; eval \"\$line\" || rc=\$?; done <'$OUT/sweep_commands.txt'; exit \$rc" &

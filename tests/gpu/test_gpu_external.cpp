@@ -303,8 +303,9 @@ TEST_CASE("external: a library built against ABI 1.0 loads and runs without a pl
 
 // FlashInfer's paged kernels through the adapter (examples/external/flashinfer),
 // when it was built (-DPAGECHECK_FLASHINFER_INCLUDE_DIR): both entries pass
-// every check against the reference over dtypes, head dims, layouts, tables,
-// page sizes, GQA ratios, window, softcap, scales and causality.
+// every check against the reference over dtypes (FP8 caches in the decode),
+// head dims, layouts, tables, page sizes, GQA ratios, window, softcap, scales
+// and causality.
 TEST_CASE("external: FlashInfer's decode and prefill through the adapter") {
   const std::string file = library("flashinfer/libpagecheck_flashinfer.so");
   if (!fs::exists(file)) {
@@ -337,7 +338,15 @@ TEST_CASE("external: FlashInfer's decode and prefill through the adapter") {
         switch (variant++ % 4) {
           case 0: s.block_size = 7; s.layout = KvLayout::HND; break;
           case 1: s.block_size = 1; s.table_form = TableForm::Csr; s.sliding_window = 100; s.kv_heads = 8; break;
-          case 2: s.block_size = 16; s.softcap = 30.0; s.k_scale = 0.5; s.v_scale = 2.0; s.kv_heads = 1; break;
+          case 2:
+            s.block_size = 16;
+            s.softcap = 30.0;
+            s.k_scale = 0.5;
+            s.v_scale = 2.0;
+            s.kv_heads = 1;
+            // The decode also takes an FP8 cache (the prefill entry declines it).
+            if (mode == QueryMode::Decode) s.kv_dtype = dim == 128 ? DType::F8_E4M3 : DType::F8_E5M2;
+            break;
           default: s.block_size = 32; s.causal = false; s.kv_heads = 4; break;
         }
         auto c = generate_case(s);
@@ -350,8 +359,10 @@ TEST_CASE("external: FlashInfer's decode and prefill through the adapter") {
           REQUIRE(path != nullptr);
           const Applicability a = path->applies(*c);
           if (!a.applies) {
-            // Only the decode entry declines: chunked cases are not decode.
-            CHECK_MESSAGE((std::string(name) == "ext:flashinfer_decode" && mode == QueryMode::Chunked), a.reason);
+            // Only these decline: the decode a chunked case, the prefill an FP8 cache.
+            const bool expected = std::string(name) == "ext:flashinfer_decode" ? mode == QueryMode::Chunked
+                                                                                : s.kv_dtype != s.query_dtype;
+            CHECK_MESSAGE(expected, a.reason);
             continue;
           }
           auto run = path->run(*c, correctness_options());

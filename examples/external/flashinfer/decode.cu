@@ -4,8 +4,8 @@
 // DecodePlan in its CUDA-graph mode (a grid fixed by the description; the
 // partition in the plan-owned workspace).
 //
-// Built (dispatch.cuh): F16 or BF16 query, KV and output (one dtype), head
-// dims 64, 128, 256, softcap or not; NHD and HND (a stride, not a template),
+// Built (dispatch.cuh): F16 or BF16 query and output over a KV cache of the
+// same dtype or FP8 (E4M3, E5M2), head dims 64, 128, 256, softcap or not; NHD and HND (a stride, not a template),
 // any page size, GQA group sizes 1, 2, 3, 4, 8 (FlashInfer's own dispatch),
 // sliding window, k/v scales. Each (dtype, head dim, softcap) is 10 kernels
 // (5 group sizes x 2 pipeline depths) and their merge kernels.
@@ -37,13 +37,14 @@ struct Grid {
 // One built (dtype, head dim, softcap) of the decode.
 template <class Built>
 struct Decode {
-  using DType = typename Built::DType;
+  using DTypeQ = typename Built::DTypeQ;  // and output
+  using DTypeKV = typename Built::DTypeKV;
   static constexpr std::uint32_t kHeadDim = Built::kHeadDim;
   // Sliding window always compiled in: with window_left -1 FlashInfer's mask
   // keeps every key, so one variant serves windowed and plain cases.
   using Variant = flashinfer::DefaultAttention</*custom_mask=*/false, /*sliding_window=*/true, Built::kSoftcap,
                                                /*alibi=*/false>;
-  using Params = flashinfer::BatchDecodeParams<DType, DType, DType, std::int32_t>;
+  using Params = flashinfer::BatchDecodeParams<DTypeQ, DTypeKV, DTypeQ, std::int32_t>;
 
   // Calls f(work estimation function) for the case's GQA group.
   template <class F>
@@ -100,25 +101,26 @@ struct Decode {
     auto* bytes = static_cast<unsigned char*>(workspace);
     std::int64_t strides[3];
     kv_strides(d, strides);
-    flashinfer::paged_kv_t<DType, std::int32_t> paged_kv(
+    flashinfer::paged_kv_t<DTypeKV, std::int32_t> paged_kv(
         static_cast<std::uint32_t>(d.kv_heads), static_cast<std::uint32_t>(d.block_size), kHeadDim,
         static_cast<std::uint32_t>(d.num_seqs),
         d.kv_layout == PAGECHECK_LAYOUT_HND ? flashinfer::QKVLayout::kHND : flashinfer::QKVLayout::kNHD,
-        static_cast<DType*>(const_cast<void*>(b.key_cache)), static_cast<DType*>(const_cast<void*>(b.value_cache)),
+        static_cast<DTypeKV*>(const_cast<void*>(b.key_cache)),
+        static_cast<DTypeKV*>(const_cast<void*>(b.value_cache)),
         strides, reinterpret_cast<std::int32_t*>(bytes + l.indices),
         reinterpret_cast<std::int32_t*>(bytes + l.kv_indptr), reinterpret_cast<std::int32_t*>(bytes + l.last_page_len));
-    Params p(static_cast<DType*>(const_cast<void*>(b.query)), /*q_rope_offset=*/nullptr, paged_kv,
-             static_cast<DType*>(b.output), b.lse, /*maybe_alibi_slopes=*/nullptr, static_cast<std::uint32_t>(d.q_heads),
+    Params p(static_cast<DTypeQ*>(const_cast<void*>(b.query)), /*q_rope_offset=*/nullptr, paged_kv,
+             static_cast<DTypeQ*>(b.output), b.lse, /*maybe_alibi_slopes=*/nullptr, static_cast<std::uint32_t>(d.q_heads),
              static_cast<std::int32_t>(d.query_stride_token), static_cast<std::int32_t>(d.query_stride_head),
              window_left(d), d.softcap, d.scale * d.k_scale, /*rope_scale=*/1.0f, /*rope_theta=*/1e4f);
     p.request_indices = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.request_indices_offset);
     p.kv_tile_indices = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.kv_tile_indices_offset);
     p.o_indptr = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.o_indptr_offset);
     p.kv_chunk_size_ptr = flashinfer::GetPtrFromBaseOffset<std::int32_t>(bytes, info.kv_chunk_size_ptr_offset);
-    DType* tmp_v = nullptr;
+    DTypeQ* tmp_v = nullptr;
     float* tmp_s = nullptr;
     if (info.split_kv) {
-      tmp_v = flashinfer::GetPtrFromBaseOffset<DType>(bytes + l.float_offset, info.v_offset);
+      tmp_v = flashinfer::GetPtrFromBaseOffset<DTypeQ>(bytes + l.float_offset, info.v_offset);
       tmp_s = flashinfer::GetPtrFromBaseOffset<float>(bytes + l.float_offset, info.s_offset);
       p.block_valid_mask = flashinfer::GetPtrFromBaseOffset<bool>(bytes, info.block_valid_mask_offset);
     }
@@ -138,6 +140,11 @@ struct DecodeFamily {
   static inline flashinfer::DecodePlanInfo plan_info;
 
   static bool supports(const pagecheck_case_desc& d, char* reason, std::size_t size) {
+    if (d.kv_dtype != d.query_dtype && !(PAGECHECK_DTYPE_BIT(d.kv_dtype) & kBuiltFp8)) {
+      std::snprintf(reason, size, "%s: built for a KV cache of the query's dtype or FP8; the case mixes F16 and BF16",
+                    kName);
+      return false;
+    }
     const std::int64_t group = d.q_heads / d.kv_heads;
     if (group_dispatched(group)) return true;
     std::snprintf(reason, size, "%s: GQA group %lld is not dispatched by FlashInfer's decode (1, 2, 3, 4, 8)", kName,
@@ -146,7 +153,7 @@ struct DecodeFamily {
   }
 
   static cudaError_t layout(const pagecheck_case_desc& d, Layout& l) {
-    return dispatch_built(d, [&](auto built) {
+    return dispatch_built<true>(d, [&](auto built) {
       using D = Decode<decltype(built)>;
       Grid grid;
       const cudaError_t err = D::grid(d, grid);
@@ -157,13 +164,14 @@ struct DecodeFamily {
 
   static cudaError_t plan(const pagecheck_case_desc& d, const Layout& l, PagePlan& pages, void* workspace,
                           void* staging, cudaStream_t s) {
-    return dispatch_built(
+    return dispatch_built<true>(
         d, [&](auto built) { return Decode<decltype(built)>::plan(d, l, pages, workspace, staging, plan_info, s); });
   }
 
   static cudaError_t run(const pagecheck_case_desc& d, const pagecheck_buffers& b, const Layout& l, void* workspace,
                          cudaStream_t s) {
-    return dispatch_built(d, [&](auto built) { return Decode<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
+    return dispatch_built<true>(
+        d, [&](auto built) { return Decode<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
   }
 };
 
@@ -171,10 +179,12 @@ struct DecodeFamily {
 
 pagecheck_kernel_entry decode_entry() {
   // One query token per sequence sees every key: causal or not is the same.
-  return Entry<DecodeFamily>::make(
+  pagecheck_kernel_entry e = Entry<DecodeFamily>::make(
       "FlashInfer 0.6 CUDA-core batch decode over pages, split-KV + merge, CUDA-graph plan",
       PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_WINDOW | PAGECHECK_FEATURE_SOFTCAP | PAGECHECK_FEATURE_KV_SCALES |
           PAGECHECK_FEATURE_NON_CAUSAL);
+  e.kv_dtypes |= kBuiltFp8;
+  return e;
 }
 
 }  // namespace fi_adapter

@@ -68,7 +68,7 @@ Layout prefill_layout(const pagecheck_case_desc& d, const Grid& grid) {
 // One built (dtype, head dim, softcap) of the prefill.
 template <class Built>
 struct Prefill {
-  using DType = typename Built::DType;
+  using DType = typename Built::DTypeQ;  // query, KV and output (dispatch_built<false>)
   static constexpr std::uint32_t kHeadDim = Built::kHeadDim;
   // Sliding window always compiled in (window_left -1 keeps every key).
   using Variant = flashinfer::DefaultAttention</*custom_mask=*/false, /*sliding_window=*/true, Built::kSoftcap,
@@ -152,7 +152,11 @@ struct PrefillFamily {
   static inline flashinfer::PrefillPlanInfo plan_info;
   static inline Grid planned_grid;
 
-  static bool supports(const pagecheck_case_desc&, char*, std::size_t) { return true; }
+  static bool supports(const pagecheck_case_desc& d, char* reason, std::size_t size) {
+    if (d.kv_dtype == d.query_dtype) return true;
+    std::snprintf(reason, size, "%s: built with one dtype for query and KV; the case mixes them", kName);
+    return false;
+  }
 
   static cudaError_t layout(const pagecheck_case_desc& d, Layout& l) {
     const cudaError_t err = prefill_grid(d, planned_grid);
@@ -183,7 +187,8 @@ struct PrefillFamily {
 
   static cudaError_t run(const pagecheck_case_desc& d, const pagecheck_buffers& b, const Layout& l, void* workspace,
                          cudaStream_t s) {
-    return dispatch_built(d, [&](auto built) { return Prefill<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
+    return dispatch_built<false>(
+        d, [&](auto built) { return Prefill<decltype(built)>::run(d, b, l, plan_info, workspace, s); });
   }
 };
 
