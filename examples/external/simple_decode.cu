@@ -9,13 +9,28 @@
 // caches, NHD layout, any block size, head dims up to 256, sliding window,
 // softcap, k/v scales.
 //
-// Built twice from this file (examples/external/CMakeLists.txt):
-//   libsimple_decode.so          entry simple_decode
-//   libsimple_decode_faulty.so   SIMPLE_DECODE_FAULTY=1: entries with a
-//                                deliberate bug each, for the GPU test that
-//                                proves pagecheck's checks reach a plugin:
-//     simple_decode_stale_key    reads the last key from the slot before it
-//     simple_decode_no_lse       never writes the LSE
+// Built four times from this file (examples/external/CMakeLists.txt), by
+// SIMPLE_DECODE_VARIANT:
+//   0 libsimple_decode.so          entry simple_decode
+//   1 libsimple_decode_faulty.so   entries with a deliberate bug each, for the
+//                                  GPU test that proves pagecheck's checks
+//                                  reach a plugin:
+//     simple_decode_stale_key      reads the last key from the slot before it
+//     simple_decode_no_lse         never writes the LSE
+//   2 libplanned_decode.so         the plan step of ABI 1.1, for the tests of
+//                                  its contract:
+//     planned_decode               plan copies the host lengths, query offsets
+//                                  and page offsets into the plan-owned
+//                                  workspace; the kernel reads them from there
+//                                  alone, and checks that the rest of the
+//                                  workspace was poisoned before this plan
+//                                  (else it writes nothing: unwritten)
+//     planned_decode_baked         plan keeps the host lengths and launch bakes
+//                                  them into the kernel's arguments: right on
+//                                  every eager run, stale in a graph replay
+//   3 libsimple_decode_abi1_0.so   entry simple_decode_abi1_0, exported as a
+//                                  library built against ABI 1.0 exports it
+//                                  (abi_minor 0, the 1.0 entry size)
 //
 // Run (one line):
 //   pagecheck run --kernel build/examples/external/libsimple_decode.so
@@ -27,11 +42,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "pagecheck/external.h"
 
-#ifndef SIMPLE_DECODE_FAULTY
-#define SIMPLE_DECODE_FAULTY 0
+#ifndef SIMPLE_DECODE_VARIANT
+#define SIMPLE_DECODE_VARIANT 0
 #endif
 
 namespace {
@@ -41,6 +58,9 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kDimsPerThread = kMaxHeadDim / kThreads;  // output dims each thread accumulates
 
 enum Fault : int { kNoFault = 0, kStaleLastKey = 1, kNoLse = 2 };
+
+constexpr int kMaxBakedSeqs = 64;  // planned_decode_baked: lengths passed by value
+constexpr std::uint32_t kPoisonWord = 0xFFFFFFFFu;
 
 // Everything the kernel reads, by value.
 struct Params {
@@ -60,6 +80,13 @@ struct Params {
   std::int64_t window;
   int q_heads, kv_heads, head_dim, v_head_dim, block_size;
   float scale, softcap, k_scale, v_scale;
+  // planned_decode: the plan's number (in the plan-owned workspace) and one
+  // word per block in the rest of the workspace; null otherwise.
+  const std::uint32_t* plan_number;
+  std::uint32_t* probe;
+  // planned_decode_baked: the lengths of the last plan, by value.
+  int baked;
+  int baked_lens[kMaxBakedSeqs];
 };
 
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -73,7 +100,22 @@ __global__ void __launch_bounds__(kThreads) simple_decode_kernel(const __grid_co
   const int head = blockIdx.y;
   const int tid = threadIdx.x;
   const int kv_head = head / (p.q_heads / p.kv_heads);
-  const int len = p.seq_lens[seq];
+  if (p.probe != nullptr) {
+    // The block's probe word holds NaN bytes (poisoned before this plan) or
+    // this plan's number (an earlier launch of the same plan wrote it, as in
+    // timing's repeats); anything else means the workspace kept a value from
+    // before this plan: write nothing, so the run fails as unwritten.
+    __shared__ int poisoned;
+    std::uint32_t* word = p.probe + seq * gridDim.y + head;
+    if (tid == 0) {
+      const std::uint32_t seen = *word, number = *p.plan_number;
+      poisoned = seen == kPoisonWord || seen == number;
+      *word = number;
+    }
+    __syncthreads();
+    if (!poisoned) return;
+  }
+  const int len = p.baked ? p.baked_lens[seq] : p.seq_lens[seq];
   const int token = p.query_start_loc[seq];  // decode: the sequence's one query token
   const std::int64_t pos = len - 1;
   const int first = p.window > 0 ? static_cast<int>(max(std::int64_t{0}, pos - p.window + 1)) : 0;
@@ -169,8 +211,8 @@ int supports(const pagecheck_case_desc* d, char* reason, size_t size) {
   return 1;
 }
 
-template <int kFault>
-int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* /*workspace*/, void* stream) {
+// The kernel's arguments for one call, reading everything from the buffers.
+Params params_of(const pagecheck_case_desc* d, const pagecheck_buffers* b) {
   Params p{};
   p.query = b->query;
   p.key_cache = b->key_cache;
@@ -202,7 +244,11 @@ int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* /*wor
   p.softcap = d->softcap;
   p.k_scale = d->k_scale;
   p.v_scale = d->v_scale;
+  return p;
+}
 
+template <int kFault>
+int enqueue(const pagecheck_case_desc* d, const Params& p, void* stream) {
   // The grid comes from capacity fields only: num_seqs and q_heads.
   const dim3 grid(static_cast<unsigned>(d->num_seqs), static_cast<unsigned>(d->q_heads));
   const auto s = static_cast<cudaStream_t>(stream);
@@ -214,6 +260,93 @@ int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* /*wor
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return fail("simple_decode_kernel launch", err);
   return 0;
 }
+
+template <int kFault>
+int launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* /*workspace*/, void* stream) {
+  return enqueue<kFault>(d, params_of(d, b), stream);
+}
+
+#if SIMPLE_DECODE_VARIANT == 2
+// ---- planned_decode: the plan step of ABI 1.1 --------------------------------
+// The plan-owned workspace, all offsets in bytes:
+//   [0, 8)        the plan's number (uint32), then padding
+//   page_indptr   int64 [num_seqs + 1]
+//   seq_lens      int32 [num_seqs]
+//   query offsets int32 [num_seqs + 1]
+// and after it, one probe word (uint32) per (sequence, query head).
+struct PlanLayout {
+  std::uint64_t indptr, lens, starts, plan_bytes, probe, total;
+};
+
+PlanLayout plan_layout(const pagecheck_case_desc* d) {
+  PlanLayout l{};
+  const auto n = static_cast<std::uint64_t>(d->num_seqs);
+  l.indptr = 8;
+  l.lens = l.indptr + 8 * (n + 1);
+  l.starts = l.lens + 4 * n;
+  l.plan_bytes = (l.starts + 4 * (n + 1) + 15) / 16 * 16;
+  l.probe = l.plan_bytes;
+  l.total = l.probe + 4 * n * static_cast<std::uint64_t>(d->q_heads);
+  return l;
+}
+
+std::uint64_t planned_workspace_bytes(const pagecheck_case_desc* d) { return plan_layout(d).total; }
+std::uint64_t planned_plan_bytes(const pagecheck_case_desc* d) { return plan_layout(d).plan_bytes; }
+
+std::uint32_t plans_made = 0;  // numbers the plans; never 0xFFFFFFFF in a test's lifetime
+
+int planned_plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*,
+                 void* workspace, void* staging, void* stream) {
+  const PlanLayout l = plan_layout(d);
+  const auto n = static_cast<std::size_t>(d->num_seqs);
+  auto* bytes = static_cast<unsigned char*>(staging);
+  const std::uint32_t number = ++plans_made;
+  std::memcpy(bytes, &number, sizeof(number));
+  std::memcpy(bytes + l.indptr, host->page_indptr, 8 * (n + 1));
+  std::memcpy(bytes + l.lens, host->seq_lens, 4 * n);
+  std::memcpy(bytes + l.starts, host->query_start_loc, 4 * (n + 1));
+  const cudaError_t err = cudaMemcpyAsync(workspace, staging, l.plan_bytes, cudaMemcpyHostToDevice,
+                                          static_cast<cudaStream_t>(stream));
+  return err == cudaSuccess ? 0 : fail("planned_decode plan: copy to the workspace", err);
+}
+
+int planned_launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void* workspace, void* stream) {
+  const PlanLayout l = plan_layout(d);
+  auto* bytes = static_cast<unsigned char*>(workspace);
+  Params p = params_of(d, b);
+  // Lengths and offsets from what plan wrote; the table entries from the buffers.
+  p.plan_number = reinterpret_cast<const std::uint32_t*>(bytes);
+  p.page_indptr = reinterpret_cast<const std::int64_t*>(bytes + l.indptr);
+  p.seq_lens = reinterpret_cast<const std::int32_t*>(bytes + l.lens);
+  p.query_start_loc = reinterpret_cast<const std::int32_t*>(bytes + l.starts);
+  p.probe = reinterpret_cast<std::uint32_t*>(bytes + l.probe);
+  return enqueue<kNoFault>(d, p, stream);
+}
+
+// planned_decode_baked: the lengths of the last plan, kept on the host.
+std::vector<int> baked_lens;
+
+int baked_supports(const pagecheck_case_desc* d, char* reason, size_t size) {
+  if (d->num_seqs > kMaxBakedSeqs) {
+    std::snprintf(reason, size, "planned_decode_baked: at most %d sequences (lengths passed by value)", kMaxBakedSeqs);
+    return 0;
+  }
+  return supports(d, reason, size);
+}
+
+int baked_plan(const pagecheck_case_desc* d, const pagecheck_plan_inputs* host, const pagecheck_buffers*, void*, void*,
+               void*) {
+  baked_lens.assign(host->seq_lens, host->seq_lens + d->num_seqs);
+  return 0;
+}
+
+int baked_launch(const pagecheck_case_desc* d, const pagecheck_buffers* b, void*, void* stream) {
+  Params p = params_of(d, b);
+  p.baked = 1;
+  for (std::size_t s = 0; s < baked_lens.size() && s < kMaxBakedSeqs; ++s) p.baked_lens[s] = baked_lens[s];
+  return enqueue<kNoFault>(d, p, stream);
+}
+#endif
 
 pagecheck_kernel_entry make_entry(const char* name, const char* description,
                                   int (*launch_fn)(const pagecheck_case_desc*, const pagecheck_buffers*, void*, void*)) {
@@ -232,20 +365,58 @@ pagecheck_kernel_entry make_entry(const char* name, const char* description,
   return e;
 }
 
-#if SIMPLE_DECODE_FAULTY
+#if SIMPLE_DECODE_VARIANT == 1
 const pagecheck_kernel_entry kEntries[] = {
     make_entry("simple_decode_stale_key", "simple_decode with a bug: the last key is read from the slot before it",
                launch<kStaleLastKey>),
     make_entry("simple_decode_no_lse", "simple_decode with a bug: the LSE is never written", launch<kNoLse>),
 };
+#elif SIMPLE_DECODE_VARIANT == 2
+pagecheck_kernel_entry planned_entry() {
+  pagecheck_kernel_entry e = make_entry(
+      "planned_decode", "simple_decode reading lengths and offsets from the plan-owned workspace", planned_launch);
+  e.workspace_bytes = planned_workspace_bytes;
+  e.plan = planned_plan;
+  e.plan_workspace_bytes = planned_plan_bytes;
+  e.host_staging_bytes = planned_plan_bytes;
+  return e;
+}
+pagecheck_kernel_entry baked_entry() {
+  pagecheck_kernel_entry e = make_entry(
+      "planned_decode_baked", "simple_decode with a bug: plan's host lengths baked into the kernel's arguments",
+      baked_launch);
+  e.supports = baked_supports;
+  e.plan = baked_plan;
+  return e;
+}
+const pagecheck_kernel_entry kEntries[] = {planned_entry(), baked_entry()};
+#elif SIMPLE_DECODE_VARIANT == 3
+// What a library built against ABI 1.0 exports: entries of the 1.0 size
+// (the prefix of today's entry), abi_minor 0.
+struct alignas(pagecheck_kernel_entry) EntryAbi10 {
+  unsigned char bytes[PAGECHECK_ENTRY_SIZE_1_0];
+};
+EntryAbi10 as_abi_1_0(const pagecheck_kernel_entry& e) {
+  EntryAbi10 out;
+  std::memcpy(out.bytes, &e, sizeof(out.bytes));
+  return out;
+}
+const EntryAbi10 kEntries[] = {as_abi_1_0(make_entry(
+    "simple_decode_abi1_0", "simple_decode exported as an ABI 1.0 library", launch<kNoFault>))};
 #else
 const pagecheck_kernel_entry kEntries[] = {
     make_entry("simple_decode", "a first decode kernel: one block per (sequence, head), online softmax", launch<kNoFault>),
 };
 #endif
 
+#if SIMPLE_DECODE_VARIANT == 3
+const pagecheck_kernel_table kTable = {PAGECHECK_ABI_MAJOR, 0, PAGECHECK_ENTRY_SIZE_1_0,
+                                       sizeof(kEntries) / sizeof(kEntries[0]),
+                                       reinterpret_cast<const pagecheck_kernel_entry*>(kEntries)};
+#else
 const pagecheck_kernel_table kTable = {PAGECHECK_ABI_MAJOR, PAGECHECK_ABI_MINOR, sizeof(pagecheck_kernel_entry),
                                        sizeof(kEntries) / sizeof(kEntries[0]), kEntries};
+#endif
 
 }  // namespace
 

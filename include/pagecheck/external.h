@@ -30,8 +30,9 @@
  * (page_indices, page_indptr stays) and the lengths (seq_lens) IN PLACE, and
  * moved a page. Therefore:
  *   - launch must read every length and table entry from device memory at run
- *     time, in the kernel; never copy them to the host, never bake them into
- *     kernel arguments. Grid sizes and kernel arguments may depend only on the
+ *     time, in the kernel (from the buffers, or from what plan wrote into the
+ *     plan-owned workspace, 1.1); never copy them to the host, never bake
+ *     them into kernel arguments. Grid sizes and kernel arguments may depend only on the
  *     description (capacity fields: num_seqs, num_tokens, num_blocks,
  *     max_seq_len, max_q_len, max_blocks_per_seq, heads, dims, ...), which
  *     does not change between calls for one case;
@@ -44,14 +45,49 @@
  *     pointers (pagecheck may run another case at other addresses next);
  *   - the workspace is the same pointer on every call of a case but its
  *     contents are not preserved: pagecheck fills it with NaN bytes before
- *     each eager run. A kernel must write what it reads there in the same
- *     launch;
+ *     each eager run and each graph replay. A kernel must write what it reads
+ *     there in the same launch, except the plan-owned part below (1.1);
  *   - every output element, and every LSE element when buffers->lse is not
  *     NULL, must be written on every call: outputs are filled with a NaN bit
  *     pattern before each run and any element still holding it is a failure;
  *   - results must be bitwise repeatable for identical inputs.
  * pagecheck calls an entry from one host thread at a time. Pointers passed to
  * a function are valid only during that call.
+ *
+ * THE PLAN STEP (ABI 1.1, optional). Libraries such as FlashInfer split an
+ * attention call into a host-side plan, which reads the lengths on the host
+ * and writes a work partition, and a launch that reads that partition on
+ * the device. An entry with a `plan` function gets that shape:
+ *   - pagecheck calls plan on the host before every eager run and before
+ *     every graph replay, after it has changed the table and lengths, with
+ *     HOST copies of that call's seq_lens, query_start_loc and page_indptr
+ *     (pagecheck_plan_inputs) and the device buffers. It never calls plan
+ *     inside a stream capture, and it calls plan once before the timed
+ *     repeats (the repeats and graph replays of timing reuse that plan);
+ *   - the first plan_workspace_bytes(desc) bytes of the workspace are
+ *     plan-owned: plan may write them (on `stream`, e.g. a cudaMemcpyAsync
+ *     from the host staging buffer, or a kernel of its own), and launch may
+ *     read them. pagecheck fills the WHOLE workspace with NaN bytes before
+ *     plan and never between plan and launch (or the replay), so launch
+ *     finds exactly what this plan wrote there; the rest of the workspace is
+ *     NaN bytes when launch starts, as in 1.0;
+ *   - host_staging_bytes(desc) > 0 asks for a pinned host buffer of that
+ *     size, the same pointer for every plan of a case, given to plan only.
+ *     pagecheck synchronises the stream before it calls plan again, so plan
+ *     may overwrite what an earlier plan's asynchronous copy read from it;
+ *   - launch (and so the graph captured once at the case's capacity) may
+ *     still take its grid and kernel arguments only from the description.
+ *     Anything plan derives from the lengths reaches the kernels through the
+ *     plan-owned workspace, read on the device. A plan result that depends
+ *     only on the description (an offset inside the workspace, a padded grid
+ *     size, a chosen variant) may be kept on the host and used by launch;
+ *     a length baked into a kernel argument replays stale in the graph check
+ *     (plan with the new lengths, then replay the graph captured once) and
+ *     fails it;
+ *   - plan may keep host state between its call and the next launch of the
+ *     same case only; it must not keep pointers from pagecheck_plan_inputs.
+ * A 1.0 entry (no plan) behaves exactly as before: its table's entry_size is
+ * PAGECHECK_ENTRY_SIZE_1_0 and pagecheck reads none of the 1.1 fields.
  *
  * LENGTHS AND POSITIONS (docs/case-format.md). seq_len[s] keys are in the
  * cache, including those of the new query tokens; q_len[s] =
@@ -71,7 +107,7 @@
 #include <stdint.h>
 
 #define PAGECHECK_ABI_MAJOR 1
-#define PAGECHECK_ABI_MINOR 0
+#define PAGECHECK_ABI_MINOR 1
 
 /* The one symbol a library exports, and its type. */
 #define PAGECHECK_KERNELS_SYMBOL "pagecheck_kernels_v1"
@@ -162,6 +198,16 @@ typedef struct pagecheck_case_desc {
   int64_t lse_stride_token;                        /* lse [num_tokens, q_heads], head stride 1 */
 } pagecheck_case_desc;
 
+/* Host copies of one call's lengths and offsets, for plan (ABI 1.1). Valid
+ * only during the call; the same values the device buffers hold then. */
+typedef struct pagecheck_plan_inputs {
+  uint32_t struct_size; /* sizeof(pagecheck_plan_inputs) as pagecheck compiled it */
+  uint32_t reserved0;
+  const int32_t* seq_lens;        /* host [num_seqs] */
+  const int32_t* query_start_loc; /* host [num_seqs + 1] */
+  const int64_t* page_indptr;     /* host [num_seqs + 1] */
+} pagecheck_plan_inputs;
+
 /* The device buffers of one call. */
 typedef struct pagecheck_buffers {
   uint32_t struct_size; /* sizeof(pagecheck_buffers) as pagecheck compiled it */
@@ -216,7 +262,26 @@ typedef struct pagecheck_kernel_entry {
 
   /* The message of the last non-zero return on this thread; may be NULL. */
   const char* (*last_error)(void);
+
+  /* ---- ABI 1.1: the plan step (see "THE PLAN STEP"); all may be NULL. ---- */
+
+  /* Host-side plan of one call: reads `host` (lengths and offsets on the
+   * host), writes the plan-owned part of `workspace` on `stream`, using
+   * `host_staging` (pinned, NULL when none was asked for) as it likes.
+   * Never called inside a capture. Returns 0, or non-zero with last_error(). */
+  int (*plan)(const pagecheck_case_desc* desc, const pagecheck_plan_inputs* host, const pagecheck_buffers* buffers,
+              void* workspace, void* host_staging, void* stream);
+
+  /* The leading bytes of the workspace that plan owns (not poisoned between
+   * plan and launch); at most workspace_bytes(desc). NULL or 0: none. */
+  uint64_t (*plan_workspace_bytes)(const pagecheck_case_desc* desc);
+
+  /* Bytes of pinned host memory plan wants; NULL or 0: none. */
+  uint64_t (*host_staging_bytes)(const pagecheck_case_desc* desc);
 } pagecheck_kernel_entry;
+
+/* The entry_size of a table built against ABI 1.0 (no plan fields). */
+#define PAGECHECK_ENTRY_SIZE_1_0 (offsetof(pagecheck_kernel_entry, plan))
 
 typedef struct pagecheck_kernel_table {
   uint32_t abi_major;  /* PAGECHECK_ABI_MAJOR the library was compiled with */

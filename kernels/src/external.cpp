@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
@@ -155,18 +156,26 @@ std::string declared_refusal(const pagecheck_kernel_entry& e, const Case& c, con
   return {};
 }
 
+// The message of a failing call of `e`: its last_error(), or a placeholder.
+std::string library_message(const pagecheck_kernel_entry& e) {
+  const char* message = e.last_error != nullptr ? e.last_error() : nullptr;
+  return message != nullptr && *message != '\0' ? message : "(the library gave no message)";
+}
+
 class ExternalPath final : public GpuPath {
  public:
-  ExternalPath(std::shared_ptr<const Library> library, const pagecheck_kernel_entry* entry)
-      : library_(std::move(library)), entry_(entry), name_(std::string(kExternalPathPrefix) + entry->name) {}
+  // `entry` holds the library's entry as far as its entry_size reaches and
+  // zeros beyond (a 1.0 entry has no plan fields).
+  ExternalPath(std::shared_ptr<const Library> library, const pagecheck_kernel_entry& entry)
+      : library_(std::move(library)), entry_(entry), name_(std::string(kExternalPathPrefix) + entry.name) {}
 
   std::string name() const override { return name_; }
 
   Applicability applies(const Case& c) const override {
     const pagecheck_case_desc desc = describe_case(c);
-    if (std::string why = declared_refusal(*entry_, c, desc); !why.empty()) return {false, why};
+    if (std::string why = declared_refusal(entry_, c, desc); !why.empty()) return {false, why};
     std::array<char, 1024> reason{};
-    if (entry_->supports(&desc, reason.data(), reason.size()) != 0) return {true, {}};
+    if (entry_.supports(&desc, reason.data(), reason.size()) != 0) return {true, {}};
     reason.back() = '\0';
     std::string why = reason.data();
     if (why.empty()) why = "declined by " + library_->file_name + " (its supports() gave no reason)";
@@ -181,17 +190,35 @@ class ExternalPath final : public GpuPath {
       return runtime_error("the uploaded cache strides differ from the description", name_);
 
     void* workspace = nullptr;
-    const std::uint64_t bytes = entry_->workspace_bytes != nullptr ? entry_->workspace_bytes(&desc) : 0;
+    const std::uint64_t bytes = entry_.workspace_bytes != nullptr ? entry_.workspace_bytes(&desc) : 0;
+    const std::uint64_t plan_bytes = entry_.plan_workspace_bytes != nullptr ? entry_.plan_workspace_bytes(&desc) : 0;
+    const std::uint64_t staging_bytes = entry_.host_staging_bytes != nullptr ? entry_.host_staging_bytes(&desc) : 0;
+    if (plan_bytes > bytes)
+      return runtime_error(fmt::format("plan_workspace_bytes ({}) exceeds workspace_bytes ({}): the plan-owned part "
+                                       "is the leading part of the workspace",
+                                       plan_bytes, bytes),
+                           name_);
     if (bytes > 0) {
       auto buffer = device_alloc(static_cast<std::size_t>(bytes));
       if (!buffer) return buffer.error();
       workspace = buffer->get();
-      p.workspace.push_back(std::move(*buffer));  // NaN-filled by the harness before each run
+      p.workspace.push_back(std::move(*buffer));  // NaN-filled by the harness before each plan and run
+    }
+    void* staging = nullptr;
+    if (staging_bytes > 0) {
+      auto buffer = pinned_alloc(static_cast<std::size_t>(staging_bytes));
+      if (!buffer) return buffer.error();
+      staging = buffer->get();
+      p.host_buffers.push_back(std::move(*buffer));
     }
     p.notes["library"] = library_->path;
     p.notes["abi"] = fmt::format("{}.{}", library_->table->abi_major, library_->table->abi_minor);
     p.notes["workspace_bytes"] = std::to_string(bytes);
-    if (entry_->description != nullptr && *entry_->description != '\0') p.notes["description"] = entry_->description;
+    if (entry_.plan != nullptr) {
+      p.notes["plan_workspace_bytes"] = std::to_string(plan_bytes);
+      p.notes["host_staging_bytes"] = std::to_string(staging_bytes);
+    }
+    if (entry_.description != nullptr && *entry_.description != '\0') p.notes["description"] = entry_.description;
     p.plan = library_->file_name;
 
     pagecheck_buffers buffers{};
@@ -206,19 +233,28 @@ class ExternalPath final : public GpuPath {
     buffers.output = d.view.output;
     buffers.lse = d.view.lse;
 
-    const pagecheck_kernel_entry* entry = entry_;
+    const pagecheck_kernel_entry* entry = &entry_;
     const std::string name = name_;
+    if (entry_.plan != nullptr) {
+      p.plan_step = [entry, desc, buffers, workspace, staging, name](const DeviceCase& dc,
+                                                                    cudaStream_t stream) -> Status {
+        pagecheck_plan_inputs host{};
+        host.struct_size = sizeof(pagecheck_plan_inputs);
+        host.seq_lens = dc.host_seq_lens.data();
+        host.query_start_loc = dc.host_query_start_loc.data();
+        host.page_indptr = dc.host_page_indptr.data();
+        const int rc = entry->plan(&desc, &host, &buffers, workspace, staging, static_cast<void*>(stream));
+        if (rc == 0) return {};
+        return runtime_error(fmt::format("plan returned {}: {}", rc, library_message(*entry)), name);
+      };
+    }
     const AttentionModel m = attention_model(c);
     p.stages.push_back(Stage{
         name_,
         [entry, desc, buffers, workspace, name](cudaStream_t stream) -> Status {
           const int rc = entry->launch(&desc, &buffers, workspace, static_cast<void*>(stream));
           if (rc == 0) return {};
-          const char* message = entry->last_error != nullptr ? entry->last_error() : nullptr;
-          return runtime_error(fmt::format("launch returned {}: {}", rc,
-                                           message != nullptr && *message != '\0' ? message
-                                                                                  : "(the library gave no message)"),
-                               name);
+          return runtime_error(fmt::format("launch returned {}: {}", rc, library_message(*entry)), name);
         },
         m.bytes(), m.flops});
     return p;
@@ -226,7 +262,7 @@ class ExternalPath final : public GpuPath {
 
  private:
   std::shared_ptr<const Library> library_;
-  const pagecheck_kernel_entry* entry_;
+  pagecheck_kernel_entry entry_;  // the library's entry, zero beyond its entry_size
   std::string name_;
 };
 
@@ -275,9 +311,9 @@ Expected<std::vector<std::unique_ptr<Path>>> load_external_kernels(const std::st
                                      table->abi_major, table->abi_minor, PAGECHECK_ABI_MAJOR, PAGECHECK_ABI_MAJOR,
                                      PAGECHECK_ABI_MINOR),
                          file);
-  if (table->entry_size < sizeof(pagecheck_kernel_entry))
+  if (table->entry_size < PAGECHECK_ENTRY_SIZE_1_0)
     return invalid_input(fmt::format("its table's entry_size is {} bytes; ABI {}.0 entries have {}", table->entry_size,
-                                     PAGECHECK_ABI_MAJOR, sizeof(pagecheck_kernel_entry)),
+                                     PAGECHECK_ABI_MAJOR, PAGECHECK_ENTRY_SIZE_1_0),
                          file);
   if (table->count == 0 || table->entries == nullptr) return invalid_input("exports no kernels (count 0)", file);
   library->table = table;
@@ -287,15 +323,23 @@ Expected<std::vector<std::unique_ptr<Path>>> load_external_kernels(const std::st
   const auto* bytes = reinterpret_cast<const unsigned char*>(table->entries);
   for (std::uint32_t i = 0; i < table->count; ++i) {
     // Entries of a newer minor are longer: step by the library's entry size.
-    const auto* entry = reinterpret_cast<const pagecheck_kernel_entry*>(bytes + std::size_t{i} * table->entry_size);
-    if (!valid_entry_name(entry->name))
+    // An older minor's entry is shorter: copy what it has, zeros after it.
+    pagecheck_kernel_entry entry{};
+    std::memcpy(&entry, bytes + std::size_t{i} * table->entry_size,
+                std::min<std::size_t>(table->entry_size, sizeof(pagecheck_kernel_entry)));
+    if (!valid_entry_name(entry.name))
       return invalid_input(fmt::format("entry {}: the name must be 1-64 letters, digits, '_', '-' or '.', got '{}'", i,
-                                       entry->name != nullptr ? entry->name : "(NULL)"),
+                                       entry.name != nullptr ? entry.name : "(NULL)"),
                            file);
-    if (!names.insert(entry->name).second)
-      return invalid_input(fmt::format("entry {}: the name '{}' appears twice", i, entry->name), file);
-    if (entry->supports == nullptr || entry->launch == nullptr)
-      return invalid_input(fmt::format("entry {} ('{}'): supports and launch must be set", i, entry->name), file);
+    if (!names.insert(entry.name).second)
+      return invalid_input(fmt::format("entry {}: the name '{}' appears twice", i, entry.name), file);
+    if (entry.supports == nullptr || entry.launch == nullptr)
+      return invalid_input(fmt::format("entry {} ('{}'): supports and launch must be set", i, entry.name), file);
+    if (entry.plan == nullptr && (entry.plan_workspace_bytes != nullptr || entry.host_staging_bytes != nullptr))
+      return invalid_input(fmt::format("entry {} ('{}'): plan_workspace_bytes or host_staging_bytes is set without "
+                                       "plan (ABI 1.1: they size what plan writes)",
+                                       i, entry.name),
+                           file);
     paths.push_back(std::make_unique<ExternalPath>(library, entry));
   }
   return paths;

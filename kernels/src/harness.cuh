@@ -2,11 +2,12 @@
 // stages, each a launch closure with its byte and FLOP model. The harness
 // runs any such path through the same checks and timing:
 //   1. poison output and LSE with a NaN bit pattern (and the workspace with
-//      NaN bytes), run, count unwritten;
+//      NaN bytes), call the path's plan step if it has one, run, count
+//      unwritten;
 //   2. run again, compare bitwise (a moving result is a race);
 //   3. capture the stages into a CUDA graph at the case's capacity, change
 //      the table and lengths in place (shorter and longer contexts, a page
-//      moved to a free page), replay, compare bitwise with an eager run on
+//      moved to a free page), plan again with them, replay, compare bitwise with an eager run on
 //      the same changed inputs; in round 1 the new last key of a sequence
 //      that grew is NaN, and that sequence must give another output than
 //      before (the new lengths reached the kernels); restore the table,
@@ -44,6 +45,13 @@ struct Stage {
 struct PreparedPath {
   std::vector<Stage> stages;
   std::vector<DeviceBuffer> workspace;  // owned for the run's duration
+  // A host-side plan step (external kernels of ABI 1.1): called with the
+  // case's current host lengths before each eager run and each graph replay,
+  // after the workspace is poisoned and never inside a capture; once before
+  // the timed repeats. It may write the workspace on the stream; the harness
+  // synchronises the stream before calling it again. Empty: no plan.
+  std::function<Status(const DeviceCase&, cudaStream_t)> plan_step;
+  std::vector<PinnedBuffer> host_buffers;  // pinned staging of the plan step
   std::string plan;                     // PathRun::plan
   std::map<std::string, std::string> notes;
   // Byte/FLOP model of the whole path (the "total" timing row): by default

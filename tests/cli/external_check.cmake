@@ -4,6 +4,7 @@
 # refused naming the file, and a --save-failing bundle replays with the same
 # --kernel. Run as:
 #   cmake -DPAGECHECK=bin -DWRAP=libpagecheck_wrap.so -DSIMPLE=libsimple_decode.so
+#         -DPLANNED=libplanned_decode.so -DABI10=libsimple_decode_abi1_0.so [-DFLASHINFER=libpagecheck_flashinfer.so]
 #         -DMISMATCH=libpagecheck_ext_abi_mismatch.so -DNOSYMBOL=any.so -DWORK=dir -P external_check.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -56,6 +57,26 @@ if(NOT status STREQUAL "pass")
   message(FATAL_ERROR "decode case: the reference is '${status}' (${reason})")
 endif()
 
+# ABI 1.1's plan step and an ABI 1.0 library load side by side: skipped
+# without a GPU, pass with one; a case the baked entry does not take is n/a
+# with its reason.
+pagecheck_expect(0 out run --kernel "${PLANNED}" --kernel "${ABI10}"
+                 --paths reference,ext:planned_decode,ext:simple_decode_abi1_0 --seqs 3 --seq-len 40 --no-timing
+                 --no-color --json "${WORK}/planned.json")
+foreach(path ext:planned_decode ext:simple_decode_abi1_0)
+  path_row("${WORK}/planned.json" ${path} status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "planned case: ${path} is '${status}' (${reason}), expected skipped (no CUDA device) or pass")
+  endif()
+endforeach()
+pagecheck_expect(0 out run --kernel "${PLANNED}" --paths reference,ext:planned_decode_baked --seqs 65 --seq-len 8
+                 --no-timing --no-color --json "${WORK}/baked.json")
+path_row("${WORK}/baked.json" ext:planned_decode_baked status reason)
+if(NOT status STREQUAL "n/a")
+  message(FATAL_ERROR "65 sequences: ext:planned_decode_baked is '${status}' (${reason}), expected n/a")
+endif()
+expect_contains("${reason}" "at most 64 sequences" "baked entry reason")
+
 # A prefill case: n/a with the library's own reason, GPU or not.
 pagecheck_expect(0 out run --kernel "${WRAP}" --paths reference,ext:pagecheck_direct --mode prefill --seqs 2
                  --seq-len 20 --no-timing --no-color --json "${WORK}/prefill.json")
@@ -104,6 +125,53 @@ expect_contains("${command}" "ext:pagecheck_direct" "bundle command.txt")
 execute_process(COMMAND sh "${WORK}/bundles/rec/replay.sh" RESULT_VARIABLE rc OUTPUT_VARIABLE replay_out ERROR_VARIABLE replay_err)
 if(NOT rc EQUAL 1)
   message(FATAL_ERROR "the bundle's replay.sh exited ${rc}, expected 1 (the same failure):\n${replay_out}${replay_err}")
+endif()
+
+# The FlashInfer adapter, when it was built (-DFLASHINFER=lib): loads without
+# a GPU, takes the cases FlashInfer takes and names what it refuses.
+if(FLASHINFER)
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode,ext:flashinfer_prefill
+                   --seqs 3 --seq-len 40 --q-heads 8 --kv-heads 2 --q-dtype BF16 --kv-dtype BF16 --no-timing
+                   --no-color --json "${WORK}/fi_decode.json")
+  foreach(path ext:flashinfer_decode ext:flashinfer_prefill)
+    path_row("${WORK}/fi_decode.json" ${path} status reason)
+    if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+      message(FATAL_ERROR "FlashInfer decode case: ${path} is '${status}' (${reason}), expected skipped or pass")
+    endif()
+  endforeach()
+  # A chunked prefill: the decode entry declines, the prefill entry takes it.
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode,ext:flashinfer_prefill
+                   --mode chunked --seqs 2 --seq-len 64 --q-len 5 --q-dtype F16 --kv-dtype F16 --no-timing --no-color
+                   --json "${WORK}/fi_chunked.json")
+  path_row("${WORK}/fi_chunked.json" ext:flashinfer_decode status reason)
+  if(NOT status STREQUAL "n/a")
+    message(FATAL_ERROR "FlashInfer chunked case: ext:flashinfer_decode is '${status}' (${reason}), expected n/a")
+  endif()
+  path_row("${WORK}/fi_chunked.json" ext:flashinfer_prefill status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "FlashInfer chunked case: ext:flashinfer_prefill is '${status}' (${reason})")
+  endif()
+  # Refusals, each with its reason: a head dim not built, a GQA group the
+  # decode does not dispatch.
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_prefill --head-dim 96 --seqs 1
+                   --seq-len 8 --q-dtype BF16 --kv-dtype BF16 --no-timing --no-color --json "${WORK}/fi_d96.json")
+  path_row("${WORK}/fi_d96.json" ext:flashinfer_prefill status reason)
+  expect_contains("${status}: ${reason}" "n/a: head_dim 96/96 is not taken; takes: 64, 128, 256" "FlashInfer d96")
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode --q-heads 32 --kv-heads 2
+                   --seqs 1 --seq-len 8 --q-dtype BF16 --kv-dtype BF16 --no-timing --no-color
+                   --json "${WORK}/fi_group.json")
+  path_row("${WORK}/fi_group.json" ext:flashinfer_decode status reason)
+  expect_contains("${status}: ${reason}" "n/a: flashinfer_decode: GQA group 16 is not dispatched" "FlashInfer group 16")
+  # An FP8 cache: the decode takes it, the prefill entry is built without.
+  pagecheck_expect(0 out run --kernel "${FLASHINFER}" --paths reference,ext:flashinfer_decode,ext:flashinfer_prefill
+                   --kv-dtype F8_E4M3 --q-dtype BF16 --seqs 1 --seq-len 8 --no-timing --no-color
+                   --json "${WORK}/fi_fp8.json")
+  path_row("${WORK}/fi_fp8.json" ext:flashinfer_decode status reason)
+  if(NOT (status STREQUAL "pass" OR (status STREQUAL "skipped" AND reason MATCHES "no CUDA device")))
+    message(FATAL_ERROR "FlashInfer FP8 KV: ext:flashinfer_decode is '${status}' (${reason}), expected skipped or pass")
+  endif()
+  path_row("${WORK}/fi_fp8.json" ext:flashinfer_prefill status reason)
+  expect_contains("${status}: ${reason}" "n/a: kv dtype F8_E4M3 is not taken" "FlashInfer FP8 KV, prefill")
 endif()
 
 message(STATUS "external kernels: CLI checks passed")

@@ -4,6 +4,12 @@
 // against the CPU reference (unwritten elements, bitwise repeatability, graph
 // replay with changed tables, timing); the faulty entries fail (a stale last
 // key: output beyond tolerance; no LSE: unwritten LSE).
+// The plan step of ABI 1.1 (issue 20): planned_decode, whose kernel reads
+// lengths and offsets only from what plan wrote into the plan-owned
+// workspace and writes nothing unless the rest of the workspace was poisoned
+// before that plan, passes every check; planned_decode_baked, whose launch
+// bakes plan's host lengths into its arguments, fails the graph check; a
+// library exported as ABI 1.0 loads and passes.
 //
 // The libraries are found next to this binary's build tree
 // (../../examples/external relative to tests/gpu), or in
@@ -35,7 +41,8 @@ std::string library(const std::string& file) { return (fs::path(library_dir()) /
 PathRegistry& external_registry() {
   static PathRegistry registry = [] {
     PathRegistry r;
-    for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so"}) {
+    for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so",
+                             "libplanned_decode.so", "libsimple_decode_abi1_0.so"}) {
       auto paths = gpu::load_external_kernels(library(file));
       REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
       for (auto& p : *paths) r.add(std::move(p));
@@ -45,7 +52,8 @@ PathRegistry& external_registry() {
   return registry;
 }
 
-const std::vector<std::string> kGoodPaths = {"ext:pagecheck_direct", "ext:pagecheck_split", "ext:simple_decode"};
+const std::vector<std::string> kGoodPaths = {"ext:pagecheck_direct", "ext:pagecheck_split", "ext:simple_decode",
+                                             "ext:planned_decode", "ext:simple_decode_abi1_0"};
 
 SyntheticSpec decode_spec(std::string name, std::uint64_t seed) {
   SyntheticSpec s;
@@ -231,4 +239,147 @@ TEST_CASE("external: the loader names the library at fault") {
   auto future = gpu::load_external_kernels(library("libpagecheck_ext_abi_mismatch.so"));
   REQUIRE(!future.ok());
   CHECK(future.error().describe().find("ABI 2.0") != std::string::npos);
+}
+
+TEST_CASE("external plan step: plan-owned workspace kept between plan and launch, the rest poisoned before plan") {
+  // planned_decode passing the sweeps above (kGoodPaths) already shows it;
+  // here the notes, and a case whose graph check grows and shrinks lengths
+  // across page boundaries (the kernel sees them only through plan).
+  auto s = decode_spec("ext-planned", 1600);
+  s.block_size = 7;
+  s.seq_len_list = {1, 6, 7, 8, 50, 300};
+  s.num_seqs = 6;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  RunOptions options = correctness_options();
+  options.measure = true;  // timing plans once, then repeats and replays that plan
+  options.warmup = 1;
+  options.repeats = 3;
+  const Outcome o = run_path(*c, "ext:planned_decode", options);
+  std::string failures;
+  for (const auto& f : o.run.check_failures) failures += f + "\n";
+  CHECK_MESSAGE(o.run.check_failures.empty(), failures);
+  CHECK(o.run.unwritten == 0);
+  CHECK(o.output.mismatches == 0);
+  CHECK(o.lse.mismatches == 0);
+  CHECK(o.run.notes.at("abi") == "1.1");
+  // 8 bytes of plan number, int64 [7] page offsets, int32 [6] lengths, int32 [7] query offsets, to 16 bytes.
+  CHECK(o.run.notes.at("plan_workspace_bytes") == "128");
+  CHECK(o.run.notes.at("host_staging_bytes") == "128");
+  CHECK(o.run.notes.at("workspace_bytes") == std::to_string(128 + 4 * 6 * 8));  // + a probe word per (seq, head)
+  REQUIRE(!o.run.timings.empty());
+  CHECK(o.run.timings.front().median_ms > 0);
+}
+
+TEST_CASE("external plan step: a launch that bakes plan's lengths into its arguments fails the graph check") {
+  auto s = decode_spec("ext-planned-baked", 1700);
+  s.seq_len_list = {33, 100, 257, 64};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  const Outcome o = run_path(*c, "ext:planned_decode_baked");
+  // Eager runs plan first, so they are right...
+  CHECK(o.output.mismatches == 0);
+  CHECK(o.run.unwritten == 0);
+  // ...but the graph replays the lengths of capture time.
+  bool replay_differs = false;
+  for (const auto& f : o.run.check_failures) replay_differs |= f.find("graph replay differs") != std::string::npos;
+  std::string failures;
+  for (const auto& f : o.run.check_failures) failures += f + "\n";
+  CHECK_MESSAGE(replay_differs, failures);
+}
+
+TEST_CASE("external: a library built against ABI 1.0 loads and runs without a plan") {
+  auto s = decode_spec("ext-abi-1.0", 1800);
+  s.seq_len_list = {1, 17, 300};
+  s.num_seqs = 3;
+  check_passes(s, {"ext:simple_decode_abi1_0"});
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  const Outcome o = run_path(*c, "ext:simple_decode_abi1_0");
+  CHECK(o.run.notes.at("abi") == "1.0");
+  CHECK(o.run.notes.count("plan_workspace_bytes") == 0);
+}
+
+// FlashInfer's paged kernels through the adapter (examples/external/flashinfer),
+// when it was built (-DPAGECHECK_FLASHINFER_INCLUDE_DIR): both entries pass
+// every check against the reference over dtypes (FP8 caches in the decode),
+// head dims, layouts, tables, page sizes, GQA ratios, window, softcap, scales
+// and causality.
+TEST_CASE("external: FlashInfer's decode and prefill through the adapter") {
+  const std::string file = library("flashinfer/libpagecheck_flashinfer.so");
+  if (!fs::exists(file)) {
+    MESSAGE("not built (configure with -DPAGECHECK_FLASHINFER_INCLUDE_DIR): " << file);
+    return;
+  }
+  static PathRegistry registry = [&] {
+    PathRegistry r;
+    auto paths = gpu::load_external_kernels(file);
+    REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
+    for (auto& p : *paths) r.add(std::move(p));
+    return r;
+  }();
+  std::uint64_t seed = 2000;
+  int variant = 0;
+  for (DType dtype : {DType::BF16, DType::F16}) {
+    for (std::int64_t dim : {64, 128, 256}) {
+      for (QueryMode mode : {QueryMode::Decode, QueryMode::Chunked}) {
+        auto s = decode_spec(fmt::format("ext-flashinfer-{}-d{}-{}", dtype_name(dtype), dim, static_cast<int>(mode)),
+                             seed++);
+        s.query_dtype = s.kv_dtype = dtype;
+        s.head_dim = dim;
+        s.query_mode = mode;
+        s.seq_len_list = {1, 15, 16, 17, 300, 1000};
+        s.num_seqs = 6;
+        if (mode == QueryMode::Chunked) {
+          s.q_len_dist = LengthDist::List;
+          s.q_len_list = {1, 3, 16, 17, 40, 100};
+        }
+        switch (variant++ % 4) {
+          case 0: s.block_size = 7; s.layout = KvLayout::HND; break;
+          case 1: s.block_size = 1; s.table_form = TableForm::Csr; s.sliding_window = 100; s.kv_heads = 8; break;
+          case 2:
+            s.block_size = 16;
+            s.softcap = 30.0;
+            s.k_scale = 0.5;
+            s.v_scale = 2.0;
+            s.kv_heads = 1;
+            // The decode also takes an FP8 cache (the prefill entry declines it).
+            if (mode == QueryMode::Decode) s.kv_dtype = dim == 128 ? DType::F8_E4M3 : DType::F8_E5M2;
+            break;
+          default: s.block_size = 32; s.causal = false; s.kv_heads = 4; break;
+        }
+        auto c = generate_case(s);
+        REQUIRE_MESSAGE(c.ok(), (describe_spec(s) + ": " + (c.ok() ? "" : c.error().describe())));
+        auto ref = reference_attention(*c);
+        REQUIRE(ref.ok());
+        for (const char* name : {"ext:flashinfer_decode", "ext:flashinfer_prefill"}) {
+          INFO(describe_spec(s) << " path " << name);
+          Path* path = registry.find(name);
+          REQUIRE(path != nullptr);
+          const Applicability a = path->applies(*c);
+          if (!a.applies) {
+            // Only these decline: the decode a chunked case, the prefill an FP8 cache.
+            const bool expected = std::string(name) == "ext:flashinfer_decode" ? mode == QueryMode::Chunked
+                                                                                : s.kv_dtype != s.query_dtype;
+            CHECK_MESSAGE(expected, a.reason);
+            continue;
+          }
+          auto run = path->run(*c, correctness_options());
+          REQUIRE_MESSAGE(run.ok(), (run.ok() ? "" : run.error().describe()));
+          std::string failures;
+          for (const auto& f : run->check_failures) failures += f + "\n";
+          CHECK_MESSAGE(run->check_failures.empty(), failures);
+          CHECK(run->unwritten == 0);
+          const ErrorStats out = compare(*c, run->output, ref->output, c->v_head_dim(),
+                                         default_tolerance(c->query.dtype, c->key_cache.dtype));
+          const ErrorStats lse = compare(*c, run->lse, ref->lse, 1, default_lse_tolerance(c->query.dtype, c->key_cache.dtype));
+          CHECK_MESSAGE(out.mismatches == 0, fmt::format("output: {} of {} mismatches, max abs err {:.3g}",
+                                                         out.mismatches, out.elements, out.max_abs_err));
+          CHECK_MESSAGE(lse.mismatches == 0, fmt::format("LSE: {} mismatches, max abs err {:.3g}", lse.mismatches,
+                                                         lse.max_abs_err));
+        }
+      }
+    }
+  }
 }
