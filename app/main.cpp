@@ -30,7 +30,7 @@
 
 #include "commands.hpp"
 #include "config.hpp"
-#include "runner.hpp"
+#include "bundles.hpp"
 #include "pagecheck/limits.hpp"
 #include "pagecheck/shard.hpp"
 #include "pagecheck/status.hpp"

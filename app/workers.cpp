@@ -22,7 +22,7 @@
 #include <fmt/ranges.h>
 
 #include "gpu_setup.hpp"
-#include "runner.hpp"
+#include "report_targets.hpp"
 #include "pagecheck/report_read.hpp"
 #include "pagecheck/shard.hpp"
 
