@@ -77,6 +77,13 @@ std::string safe_dir_name(const std::string& name) {
   return out;
 }
 
+std::string unique_bundle_name(const std::string& case_name, std::set<std::string>& taken) {
+  std::string dir_name = safe_dir_name(case_name);
+  for (int n = 2; taken.count(dir_name); ++n) dir_name = safe_dir_name(case_name) + "-" + std::to_string(n);
+  taken.insert(dir_name);
+  return dir_name;
+}
+
 namespace {
 
 Tensor float_tensor(const std::vector<float>& values, std::vector<std::int64_t> shape) {

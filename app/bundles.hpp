@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ namespace pagecheck::app {
 
 // A case name made safe as a folder name ("case" when nothing is left).
 std::string safe_dir_name(const std::string& name);
+
+// safe_dir_name(case_name), with "-2", "-3"... when `taken` has it; the
+// name returned is added to `taken`.
+std::string unique_bundle_name(const std::string& case_name, std::set<std::string>& taken);
 
 // Writes ROOT/DIR_NAME/: case.safetensors, outputs.safetensors, report.json,
 // command.txt and replay.sh; returns the folder.

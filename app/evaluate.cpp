@@ -8,6 +8,7 @@
 
 #include "judging.hpp"
 #include "specs.hpp"
+#include "test_faults.hpp"
 #include "pagecheck/limits.hpp"
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/reference.hpp"
@@ -17,7 +18,8 @@ namespace pagecheck::app {
 
 CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, PathRegistry& registry,
                           const GpuSetup& gpu, const ExecOptions& exec, const RunOptions& run_options, bool keep_outputs,
-                          bool keep_error_maps, Progress& progress, std::size_t index, std::size_t total) {
+                          bool keep_error_maps, Progress& progress, std::size_t index, std::size_t total,
+                          const CaseControls& controls) {
   CaseOutcome outcome;
   CaseReport& cr = outcome.report;
   cr.name = c.name;
@@ -70,10 +72,19 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     row.tolerance = tol.recorded;
     const auto start = std::chrono::steady_clock::now();
     Expected<ReferenceResult> ref = runtime_error("not run");
-    try {
-      ref = reference_attention(c, exec.threads);
-    } catch (const std::exception& e) {
-      ref = runtime_error(fmt::format("the reference threw: {}", e.what()), "reference");
+    if (const auto decided = controls.errors.find("reference"); decided != controls.errors.end()) {
+      ref = runtime_error(decided->second, "reference");
+    } else if (inject_test_fault(c.name, "reference") && controls.check_context) {
+      // The test hook's lost context, on the one path a CPU-only build runs.
+      outcome.context_lost_path = "reference";
+      outcome.context_lost = "test fault (PAGECHECK_TEST_FAULT): the context is lost";
+      return outcome;
+    } else {
+      try {
+        ref = reference_attention(c, exec.threads);
+      } catch (const std::exception& e) {
+        ref = runtime_error(fmt::format("the reference threw: {}", e.what()), "reference");
+      }
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (!ref.ok()) {
@@ -151,6 +162,18 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       cr.paths.push_back(std::move(row));
       continue;
     }
+    if (const auto skip = controls.skipped.find(name); skip != controls.skipped.end()) {
+      row.status = PathStatus::Skipped;
+      row.reason = skip->second;
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    if (const auto decided = controls.errors.find(name); decided != controls.errors.end()) {
+      row.status = PathStatus::Error;
+      row.reason = decided->second;
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
     if (exec.compare_reference && !reference) {
       row.status = PathStatus::Skipped;
       row.reason = "not run: the reference failed (" + reference_failure + ")";
@@ -175,10 +198,29 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     }
     progress.update(index, total, c.name, name);
     Expected<PathRun> run = runtime_error("not run");
-    try {
-      run = path->run(c, run_options);
-    } catch (const std::exception& e) {
-      run = runtime_error(fmt::format("threw: {}", e.what()), name);
+    std::optional<std::string> context_error;
+    if (inject_test_fault(c.name, name)) {
+      run = runtime_error("test fault (PAGECHECK_TEST_FAULT): the path left the context unusable", name);
+      context_error = "test fault: a lost context, as after an illegal address";
+    } else {
+      try {
+        run = path->run(c, run_options);
+      } catch (const std::exception& e) {
+        run = runtime_error(fmt::format("threw: {}", e.what()), name);
+      }
+      if (controls.check_context && path->needs_gpu()) context_error = cuda_context_error(run_options.device);
+    }
+    if (context_error && controls.check_context) {
+      // Nothing more can run in this process: the case stops at this path,
+      // which is an error whatever it returned.
+      row.status = PathStatus::Error;
+      row.reason = run.ok() ? fmt::format("the CUDA context is lost after this path ({})", *context_error)
+                            : fmt::format("{}; the CUDA context is lost ({})", run.error().describe(), *context_error);
+      cr.paths.push_back(std::move(row));
+      outcome.context_lost_path = name;
+      outcome.context_lost = cr.paths.back().reason;
+      outcome.failing = true;
+      return outcome;
     }
     if (!run.ok()) {
       row.status = PathStatus::Error;

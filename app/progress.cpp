@@ -35,6 +35,7 @@ Progress::~Progress() {
 }
 
 void Progress::update(std::size_t index, std::size_t total, const std::string& name, std::string_view step) {
+  if (listener_) listener_(step);
   if (mode_ == Mode::Periodic) {
     std::lock_guard lock(mutex_);
     line_ = fmt::format("pagecheck: case {}/{} ({}) {}", index + 1, total, name, step);

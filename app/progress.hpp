@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -30,11 +31,15 @@ class Progress {
   void update(std::size_t index, std::size_t total, const std::string& name, std::string_view step);
   // Between cases and after the last: no step in progress, no line.
   void clear();
+  // Told the step at every update, whatever the mode (what is in flight, for
+  // an interrupted report or an isolated worker's journal).
+  void set_listener(std::function<void(std::string_view step)> listener) { listener_ = std::move(listener); }
 
  private:
   void tick();
 
   Mode mode_ = Mode::Off;
+  std::function<void(std::string_view)> listener_;
   std::chrono::duration<double> interval_;
   std::chrono::steady_clock::time_point last_{};  // the last line at a step (no ticker)
   bool shown_ = false;

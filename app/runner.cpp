@@ -15,14 +15,73 @@
 #include "evaluate.hpp"
 #include "exec_setup.hpp"
 #include "gpu_setup.hpp"
+#include "interrupts.hpp"
+#include "isolation.hpp"
 #include "progress.hpp"
 #include "report_targets.hpp"
-#include "table.hpp"
+#include "run_record.hpp"
 #include "pagecheck/report.hpp"
 #include "pagecheck/shard.hpp"
 
 namespace pagecheck::app {
 namespace fs = std::filesystem;
+
+namespace {
+
+// Every case of `plan` in this process, one after the other.
+int run_here(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
+             const Invocation& invocation, RunRecord& record) {
+  InterruptScope on_signal([&record](int signo) { return record.on_signal(signo); });
+  PathRegistry registry;
+  GpuSetup gpu;
+  if (plan.wants_gpu || exec.require_gpu) {
+    auto gpu_setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
+    if (!gpu_setup.ok()) return record.not_run(gpu_setup.error());  // nothing runs; the reports say why
+    gpu = std::move(*gpu_setup);
+  }
+  for (auto& p : setup.external) registry.add(std::move(p));
+  record.set_device(gpu.device, gpu.unavailable, plan.wants_gpu);
+
+  Progress progress(plan.progress_mode, plan.progress_interval);
+  progress.set_listener([&record](std::string_view step) { record.set_step(step); });
+  std::set<std::string> bundle_names;
+  for (std::size_t n = 0; n < plan.selected.size(); ++n) {
+    const std::size_t i = plan.selected[n];
+    const CaseSource& source = (*plan.sources)[i];
+    record.start_case(static_cast<std::int64_t>(i), source.label);
+    progress.update(n, plan.selected.size(), source.label, "loading");
+    Expected<Case> loaded = load_case(source);
+    progress.clear();
+    if (!loaded.ok() && loaded.error().code == ErrorCode::Usage) {
+      // The generator refused what the command line asked for (heads that
+      // do not divide, a length above the limits): a usage error, not a case.
+      fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
+      return exit_code::kUsage;
+    }
+    if (!loaded.ok()) {
+      record.add_case(load_failure(source, i, loaded.error()));
+      continue;
+    }
+    const Case& c = *loaded;
+    CaseOutcome outcome = evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options,
+                                        !out.save_failing.empty(), !out.html.empty(), progress, n,
+                                        plan.selected.size());
+    outcome.report.index = static_cast<std::int64_t>(i);
+    progress.clear();
+    say_invalid(source, outcome.report);
+    if (outcome.failing && !out.save_failing.empty()) {
+      const std::string dir_name = unique_bundle_name(c.name, bundle_names);
+      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, setup.paths, exec, invocation,
+                               record.header());
+      record.note_bundle(saved.ok() ? saved->string() : "", saved.ok() ? "" : saved.error().describe());
+    }
+    record.add_case(std::move(outcome.report));
+  }
+  progress.clear();
+  return record.finish(setup.paths, exec.fail_on_skip);
+}
+
+}  // namespace
 
 int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, const OutputOptions& out,
               const Invocation& invocation) {
@@ -33,9 +92,6 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     fmt::print(stderr, "pagecheck: {}\n", setup.error().describe());
     return exit_code_for(setup.error().code);
   }
-  const std::vector<std::string>* const paths = &setup->paths;
-  const RunOptions& run_options = setup->run_options;
-  std::vector<std::unique_ptr<Path>>* const external = &setup->external;
   const auto interval = progress_interval();
   if (!interval.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", interval.error().describe());
@@ -51,10 +107,12 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
     }
   }
 
-  RunReport report;
-  report.tool_version = PAGECHECK_VERSION;
-  report.command_line = invocation.command_line;
-  report.fail_on_skip = exec.fail_on_skip;
+  RunReport header;
+  header.tool_version = PAGECHECK_VERSION;
+  header.command_line = invocation.command_line;
+  header.fail_on_skip = exec.fail_on_skip;
+  RunPlan plan;
+  plan.sources = &sources;
   if (!exec.shard.empty()) {
     auto shard = parse_shard(exec.shard);
     if (!shard.ok()) {
@@ -62,128 +120,22 @@ int run_cases(const std::vector<CaseSource>& sources, const ExecOptions& exec, c
       return exit_code::kUsage;
     }
     shard->cases_total = static_cast<std::int64_t>(sources.size());
-    report.shard = *shard;
+    header.shard = *shard;
   }
-
-  PathRegistry registry;
-  GpuSetup gpu;
-  const bool wants_gpu = std::any_of(paths->begin(), paths->end(), [](const auto& p) { return p != "reference"; });
-  if (wants_gpu || exec.require_gpu) {
-    auto gpu_setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
-    if (!gpu_setup.ok()) {
-      // Nothing runs; the reports still say why.
-      fmt::print(stderr, "pagecheck: {}\n", gpu_setup.error().describe());
-      report.errors.push_back(gpu_setup.error().describe());
-      return write_reports(targets, report,
-                           std::max(report_exit_code(report), exit_code_for(gpu_setup.error().code)));
-    }
-    gpu = std::move(*gpu_setup);
-  }
-  for (auto& p : *external) registry.add(std::move(p));
-  report.device = gpu.device;
-
-  // With a report on stdout the table goes to stderr.
-  Table table(any_report_on_stdout(targets) ? stderr : stdout);
-  std::FILE* const table_stream = any_report_on_stdout(targets) ? stderr : stdout;
-  const bool color = stream_wants_color(table_stream, out.no_color);
-  if (!out.quiet) {
-    table.print([&](std::FILE* f) {
-      if (gpu.device) print_device(f, *gpu.device);
-      else if (wants_gpu) fmt::print(f, "GPU paths skipped: {}\n", gpu.unavailable);
-    });
-  }
-
-  Progress progress(out.quiet                ? Progress::Mode::Off
-                    : stderr_is_terminal()   ? Progress::Mode::Terminal
-                                             : Progress::Mode::Periodic,
-                    std::chrono::duration<double>(*interval));
-  std::set<std::string> bundle_names;
-  int bundle_code = exit_code::kPass;
   // --shard I/N: case k of the full list when k mod N == I (pagecheck/shard.hpp).
-  std::vector<std::size_t> selected;
   for (std::size_t k = 0; k < sources.size(); ++k)
-    if (!report.shard || in_shard(static_cast<std::int64_t>(k), *report.shard)) selected.push_back(k);
-  for (std::size_t n = 0; n < selected.size(); ++n) {
-    const std::size_t i = selected[n];
-    const CaseSource& source = sources[i];
-    progress.update(n, selected.size(), source.label, "loading");
-    Expected<Case> loaded = runtime_error("not loaded");
-    try {
-      loaded = source.load();
-    } catch (const std::exception& e) {
-      loaded = runtime_error(fmt::format("loading failed: {}", e.what()), source.label);
-    }
-    if (!loaded.ok() && loaded.error().code == ErrorCode::Usage) {
-      // The generator refused what the command line asked for (heads that
-      // do not divide, a length above the limits): a usage error, not a case.
-      progress.clear();
-      fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
-      return exit_code::kUsage;
-    }
-    if (!loaded.ok()) {
-      progress.clear();
-      CaseReport bad;
-      bad.index = static_cast<std::int64_t>(i);
-      bad.name = source.label;
-      bad.errors.push_back(loaded.error().describe());
-      fmt::print(stderr, "pagecheck: {}\n", with_label(source.label, loaded.error().describe()));
-      if (!out.quiet) table.print([&](std::FILE* f) { print_case(f, bad, report.device, color, gpu.unavailable); });
-      report.cases.push_back(std::move(bad));
-      continue;
-    }
-    const Case& c = *loaded;
-    CaseOutcome outcome = evaluate_case(c, *paths, registry, gpu, exec, run_options, !out.save_failing.empty(),
-                                        !out.html.empty(), progress, n, selected.size());
-    outcome.report.index = static_cast<std::int64_t>(i);
-    progress.clear();
-    if (!outcome.report.errors.empty())
-      fmt::print(stderr, "pagecheck: {}: invalid case: {}\n", source.label,
-                 fmt::join(outcome.report.errors, "; "));
-    if (!out.quiet)
-      table.print([&](std::FILE* f) { print_case(f, outcome.report, report.device, color, gpu.unavailable); });
+    if (!header.shard || in_shard(static_cast<std::int64_t>(k), *header.shard)) plan.selected.push_back(k);
+  plan.wants_gpu = std::any_of(setup->paths.begin(), setup->paths.end(), [](const auto& p) { return p != "reference"; });
+  plan.progress_mode = out.quiet ? Progress::Mode::Off
+                       : stderr_is_terminal() ? Progress::Mode::Terminal
+                                              : Progress::Mode::Periodic;
+  plan.progress_interval = std::chrono::duration<double>(*interval);
 
-    if (outcome.failing && !out.save_failing.empty()) {
-      std::string dir_name = safe_dir_name(c.name);
-      for (int n = 2; bundle_names.count(dir_name); ++n) dir_name = safe_dir_name(c.name) + "-" + std::to_string(n);
-      bundle_names.insert(dir_name);
-      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, *paths, exec, invocation, report);
-      if (saved.ok()) {
-        if (!out.quiet) table.print([&](std::FILE* f) { fmt::print(f, "  saved failing case to {}\n", saved->string()); });
-      } else {
-        fmt::print(stderr, "pagecheck: --save-failing: {}\n", saved.error().describe());
-        bundle_code = exit_code::kRuntime;
-      }
-    }
-    report.cases.push_back(std::move(outcome.report));
-  }
-  progress.clear();
-  // The summary, then what failed (under -q on stderr: stdout holds only the
-  // summary line), so that a CI log shows it without scrolling.
-  table.print([&](std::FILE* f) {
-    print_summary(f, report);
-    if (!out.quiet) print_failures(f, report);
-  });
-  if (out.quiet) print_failures(stderr, report);
-
-  // A run where no GPU path ran checked far less than it seems to.
-  const bool any_case_ran = std::any_of(report.cases.begin(), report.cases.end(),
-                                        [](const CaseReport& c) { return !c.paths.empty(); });
-  if (wants_gpu && any_case_ran) {
-    bool gpu_ran = false;
-    for (const auto& c : report.cases)
-      for (const auto& p : c.paths)
-        if (p.path != "reference" && (p.status == PathStatus::Pass || p.status == PathStatus::Fail ||
-                                      p.status == PathStatus::Error))
-          gpu_ran = true;
-    const bool reference_selected = std::find(paths->begin(), paths->end(), "reference") != paths->end();
-    if (!gpu_ran)
-      fmt::print(stderr, "pagecheck: warning: no GPU path ran ({}): {}{}\n",
-                 gpu.unavailable.empty() ? "every selected GPU path was skipped or n/a" : gpu.unavailable,
-                 reference_selected ? "only the reference was checked" : "nothing was checked",
-                 exec.fail_on_skip ? "" : "; --require-gpu or --fail-on-skip make this a failure");
-  }
-
-  return write_reports(targets, report, std::max(report_exit_code(report), bundle_code));
+  if (!exec.isolation_worker.empty()) return run_isolated_worker(plan, *setup, exec, out, invocation);
+  RunRecord record(std::move(header), targets, out, plan.selected.size());
+  if (use_isolation(exec, plan.wants_gpu))
+    return supervise_isolated(plan, *setup, exec, out, invocation, record);
+  return run_here(plan, *setup, exec, out, invocation, record);
 }
 
 }  // namespace pagecheck::app

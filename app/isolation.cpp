@@ -1,0 +1,402 @@
+#include "isolation.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bundles.hpp"
+#include "child_process.hpp"
+#include "evaluate.hpp"
+#include "gpu_setup.hpp"
+#include "interrupts.hpp"
+#include "pagecheck/report_read.hpp"
+
+namespace pagecheck::app {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kContextLost = 75;  // the worker's exit code after a lost context
+
+// Where a worker starts and what its supervisor decided before it did.
+struct WorkerState {
+  std::size_t start = 0;  // position in plan.selected
+  std::map<std::int64_t, std::map<std::string, std::string>> errors;  // case index -> path -> reason
+  std::map<std::string, std::string> skipped;                         // path -> reason
+  std::set<std::string> bundle_names;
+};
+
+json to_json(const WorkerState& s) {
+  json errors = json::array();
+  for (const auto& [index, paths] : s.errors)
+    for (const auto& [path, reason] : paths) errors.push_back({{"case", index}, {"path", path}, {"reason", reason}});
+  return {{"start", s.start}, {"errors", errors}, {"skipped", s.skipped}, {"bundles", s.bundle_names}};
+}
+
+Expected<WorkerState> read_state(const fs::path& file) {
+  std::ifstream f(file);
+  if (!f) return runtime_error("cannot read the worker state", file.string());
+  try {
+    const json j = json::parse(f);
+    WorkerState s;
+    s.start = j.at("start").get<std::size_t>();
+    for (const auto& e : j.at("errors"))
+      s.errors[e.at("case").get<std::int64_t>()][e.at("path").get<std::string>()] = e.at("reason").get<std::string>();
+    s.skipped = j.at("skipped").get<std::map<std::string, std::string>>();
+    s.bundle_names = j.at("bundles").get<std::set<std::string>>();
+    return s;
+  } catch (const json::exception& e) {
+    return runtime_error(fmt::format("not a worker state: {}", e.what()), file.string());
+  }
+}
+
+// One line of the journal, in one write so that a crash never leaves half
+// of one behind a whole one.
+class Journal {
+ public:
+  explicit Journal(const fs::path& file) : fd_(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644)) {}
+  ~Journal() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  void write(const json& line) {
+    const std::string text = line.dump() + "\n";
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+};
+
+json one_case(const CaseReport& c) {
+  RunReport r;
+  r.cases.push_back(c);
+  return pagecheck::to_json(r);
+}
+
+}  // namespace
+
+bool use_isolation(const ExecOptions& exec, bool wants_gpu) {
+  if (exec.isolation == "on") return true;
+  if (exec.isolation == "off") return false;
+  return wants_gpu && cuda_device_count() > 0;
+}
+
+int run_isolated_worker(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
+                        const Invocation& invocation) {
+  const fs::path dir = exec.isolation_worker;
+  Journal journal(dir / "journal.jsonl");
+  if (!journal.ok()) {
+    fmt::print(stderr, "pagecheck: cannot write the worker journal in {}: {}\n", dir.string(), std::strerror(errno));
+    return exit_code::kRuntime;
+  }
+  auto state = read_state(dir / "state.json");
+  if (!state.ok()) {
+    journal.write({{"fatal", {{"error", state.error().describe()}, {"code", exit_code::kRuntime}}}});
+    return exit_code::kRuntime;
+  }
+  PathRegistry registry;
+  GpuSetup gpu;
+  if (plan.wants_gpu || exec.require_gpu) {
+    auto gpu_setup = setup_gpu(registry, exec.device, !exec.no_timing, exec.require_gpu);
+    if (!gpu_setup.ok()) {
+      const int code = exit_code_for(gpu_setup.error().code);
+      journal.write({{"fatal", {{"error", gpu_setup.error().describe()}, {"code", code}}}});
+      return code;
+    }
+    gpu = std::move(*gpu_setup);
+  }
+  for (auto& p : setup.external) registry.add(std::move(p));
+  RunReport header;
+  header.device = gpu.device;
+  journal.write({{"start", {{"report", pagecheck::to_json(header)}, {"unavailable", gpu.unavailable}}}});
+
+  Progress progress(plan.progress_mode, plan.progress_interval);
+  std::int64_t in_flight = -1;
+  std::string in_flight_name;
+  progress.set_listener([&](std::string_view step) {
+    journal.write({{"step", {{"case", in_flight}, {"name", in_flight_name}, {"step", std::string(step)}}}});
+  });
+  for (std::size_t n = state->start; n < plan.selected.size(); ++n) {
+    const std::size_t i = plan.selected[n];
+    const CaseSource& source = (*plan.sources)[i];
+    in_flight = static_cast<std::int64_t>(i);
+    in_flight_name = source.label;
+    progress.update(n, plan.selected.size(), source.label, "loading");
+    Expected<Case> loaded = load_case(source);
+    progress.clear();
+    if (!loaded.ok() && loaded.error().code == ErrorCode::Usage) {
+      const std::string message = with_label(source.label, loaded.error().describe());
+      fmt::print(stderr, "pagecheck: {}\n", message);
+      journal.write({{"fatal", {{"error", message}, {"code", exit_code::kUsage}}}});
+      return exit_code::kUsage;
+    }
+    if (!loaded.ok()) {
+      journal.write({{"case", one_case(load_failure(source, i, loaded.error()))}});
+      continue;
+    }
+    const Case& c = *loaded;
+    in_flight_name = c.name;
+    CaseControls controls;
+    controls.check_context = true;
+    controls.skipped = state->skipped;
+    if (const auto decided = state->errors.find(in_flight); decided != state->errors.end())
+      controls.errors = decided->second;
+    CaseOutcome outcome = evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options,
+                                        !out.save_failing.empty(), !out.html.empty(), progress, n,
+                                        plan.selected.size(), controls);
+    progress.clear();
+    if (!outcome.context_lost.empty()) {
+      // The case runs again in a fresh worker with this path decided.
+      journal.write({{"lost", {{"case", in_flight}, {"path", outcome.context_lost_path}, {"reason", outcome.context_lost}}}});
+      return kContextLost;
+    }
+    outcome.report.index = in_flight;
+    say_invalid(source, outcome.report);
+    if (outcome.failing && !out.save_failing.empty()) {
+      const std::string dir_name = unique_bundle_name(c.name, state->bundle_names);
+      RunReport bundle_header = header;
+      bundle_header.tool_version = PAGECHECK_VERSION;
+      bundle_header.command_line = invocation.command_line;
+      bundle_header.fail_on_skip = exec.fail_on_skip;
+      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, setup.paths, exec, invocation, bundle_header);
+      journal.write({{"bundle",
+                      {{"name", dir_name},
+                       {"dir", saved.ok() ? saved->string() : std::string()},
+                       {"error", saved.ok() ? std::string() : saved.error().describe()}}}});
+    }
+    journal.write({{"case", one_case(outcome.report)}});
+  }
+  journal.write({{"done", true}});
+  return exit_code::kPass;
+}
+
+namespace {
+
+// The supervisor's view of one worker's journal, read as it grows.
+struct JournalReader {
+  fs::path file;
+  std::uintmax_t offset = 0;
+  std::string partial;
+
+  std::vector<json> read_new() {
+    std::vector<json> lines;
+    std::ifstream f(file, std::ios::binary);
+    if (!f) return lines;
+    f.seekg(static_cast<std::streamoff>(offset));
+    std::string chunk((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    offset += chunk.size();
+    partial += chunk;
+    std::size_t end;
+    while ((end = partial.find('\n')) != std::string::npos) {
+      const std::string line = partial.substr(0, end);
+      partial.erase(0, end + 1);
+      try {
+        lines.push_back(json::parse(line));
+      } catch (const json::exception&) {
+        // A line cut by a crash cannot happen (one write); ignore any other.
+      }
+    }
+    return lines;
+  }
+};
+
+}  // namespace
+
+int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
+                       const Invocation& invocation, RunRecord& record) {
+  (void)out;
+  std::error_code ec;
+  std::string pattern = (fs::temp_directory_path(ec) / "pagecheck-isolation-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    fmt::print(stderr, "pagecheck: cannot make a folder for the isolated worker ({}): {}\n", pattern,
+               std::strerror(errno));
+    return exit_code::kRuntime;
+  }
+  const fs::path dir = pattern;
+  std::atomic<pid_t> worker_pid{-1};
+  InterruptScope on_signal([&](int signo) {
+    // The worker may be inside a kernel that never returns: it goes first.
+    if (const pid_t pid = worker_pid.load(); pid > 0) ::kill(pid, SIGKILL);
+    const auto code = record.on_signal(signo);
+    fs::remove_all(dir, ec);
+    return code;
+  });
+
+  // The worker: the user's command without the reports (written here) and
+  // the isolation options, its table thrown away (printed here), its stderr
+  // (progress, warnings) the user's.
+  std::vector<std::string> argv = {invocation.executable};
+  for (auto& a : args_without(invocation.args, {"--json", "--csv", "--junit", "--html", "--isolation", "--path-timeout"},
+                              {"--no-color"}))
+    argv.push_back(std::move(a));
+  argv.insert(argv.end(), {"--no-color", "--isolation-worker", dir.string()});
+
+  WorkerState state;
+  std::map<std::string, std::vector<std::string>> crashes;  // path -> the cases it ended the worker on
+  bool device_said = false;
+  int code = exit_code::kPass;
+  int attempt = 0;
+  std::pair<std::int64_t, std::string> last_crash{-1, ""};
+  while (state.start < plan.selected.size()) {
+    ++attempt;
+    fs::remove(dir / "journal.jsonl", ec);
+    {
+      std::ofstream f(dir / "state.json");
+      f << to_json(state).dump();
+      if (!f) {
+        record.add_error(fmt::format("cannot write the isolated worker's state in {}", dir.string()));
+        break;
+      }
+    }
+    auto pid = spawn_self(argv, child_environment({}), dir / fmt::format("worker-{}.out", attempt), "");
+    if (!pid.ok()) {
+      record.add_error(pid.error().describe());
+      break;
+    }
+    worker_pid = *pid;
+    JournalReader reader;
+    reader.file = dir / "journal.jsonl";
+    std::int64_t step_case = -1;
+    std::string step_name, step;
+    auto step_start = std::chrono::steady_clock::now();
+    bool done = false, timed_out = false;
+    std::optional<std::pair<std::string, int>> fatal;
+    std::optional<json> lost;
+    ChildExit ended;
+    const auto take = [&](const json& line) {
+      if (line.contains("start")) {
+        if (!device_said) {
+          auto header = report_from_json(line["start"]["report"], "the worker's journal");
+          record.set_device(header.ok() ? header->device : std::nullopt,
+                            line["start"]["unavailable"].get<std::string>(), plan.wants_gpu);
+          device_said = true;
+        }
+      } else if (line.contains("step")) {
+        const json& s = line["step"];
+        if (s["case"].get<std::int64_t>() != step_case || s["step"] == "loading")
+          record.start_case(s["case"].get<std::int64_t>(), s["name"].get<std::string>());
+        step_case = s["case"].get<std::int64_t>();
+        step_name = s["name"].get<std::string>();
+        step = s["step"].get<std::string>();
+        record.set_step(step);
+        step_start = std::chrono::steady_clock::now();
+      } else if (line.contains("case")) {
+        auto one = report_from_json(line["case"], "the worker's journal");
+        if (one.ok() && !one->cases.empty()) {
+          const std::int64_t index = one->cases.front().index;
+          record.add_case(std::move(one->cases.front()));
+          const auto at = std::find(plan.selected.begin(), plan.selected.end(), static_cast<std::size_t>(index));
+          if (at != plan.selected.end()) state.start = static_cast<std::size_t>(at - plan.selected.begin()) + 1;
+        }
+        step_case = -1;
+        step.clear();
+      } else if (line.contains("bundle")) {
+        state.bundle_names.insert(line["bundle"]["name"].get<std::string>());
+        record.note_bundle(line["bundle"]["dir"].get<std::string>(), line["bundle"]["error"].get<std::string>());
+      } else if (line.contains("lost")) {
+        lost = line["lost"];
+      } else if (line.contains("fatal")) {
+        fatal = {line["fatal"]["error"].get<std::string>(), line["fatal"]["code"].get<int>()};
+      } else if (line.contains("done")) {
+        done = true;
+      }
+    };
+    for (;;) {
+      for (const auto& line : reader.read_new()) take(line);
+      ended = wait_child(*pid, false);
+      if (!ended.running) break;
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count();
+      if (exec.path_timeout > 0 && step_case >= 0 && step != "loading" && seconds > exec.path_timeout) {
+        ::kill(*pid, SIGKILL);
+        ended = wait_child(*pid);
+        timed_out = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    worker_pid = -1;
+    for (const auto& line : reader.read_new()) take(line);
+    if (done) break;
+    if (fatal) {
+      if (fatal->second == exit_code::kUsage) {
+        fs::remove_all(dir, ec);
+        return exit_code::kUsage;  // said by the worker
+      }
+      record.add_error(fatal->first);
+      code = std::max(code, fatal->second);
+      break;
+    }
+    // What was in flight when the worker ended, and why it ended.
+    std::string path = step, reason;
+    std::int64_t case_index = step_case;
+    if (lost) {
+      case_index = (*lost)["case"].get<std::int64_t>();
+      path = (*lost)["path"].get<std::string>();
+      reason = (*lost)["reason"].get<std::string>();
+    } else if (timed_out) {
+      reason = fmt::format("timed out after {:g} s (--path-timeout); the worker process was ended", exec.path_timeout);
+    } else {
+      reason = ended.failure.empty() ? fmt::format("the worker process exited {} while this path ran", ended.code)
+                                     : fmt::format("the worker process was {} while this path ran", ended.failure);
+    }
+    if (case_index < 0) {
+      record.add_error(fmt::format("the isolated worker ended before its first case: {}",
+                                   ended.failure.empty() ? fmt::format("exit {}", ended.code) : ended.failure));
+      break;
+    }
+    const auto at = std::find(plan.selected.begin(), plan.selected.end(), static_cast<std::size_t>(case_index));
+    if (at == plan.selected.end()) break;
+    const std::size_t position = static_cast<std::size_t>(at - plan.selected.begin());
+    if (path == "loading" || path.empty()) {
+      record.add_case(load_failure((*plan.sources)[static_cast<std::size_t>(case_index)],
+                                   static_cast<std::size_t>(case_index), runtime_error(reason)));
+      state.start = position + 1;
+      continue;
+    }
+    if (last_crash == std::make_pair(case_index, path)) {
+      // The same path of the same case again, though it was decided: stop
+      // rather than loop.
+      record.add_error(fmt::format("the isolated worker ended twice on case {} path {}: {}", step_name, path, reason));
+      break;
+    }
+    last_crash = {case_index, path};
+    state.errors[case_index][path] = reason;
+    state.start = position;
+    auto& on = crashes[path];
+    on.push_back(step_name);
+    if (on.size() == 2 && path != "reference") {
+      state.skipped[path] = "not run: it ended the worker process twice earlier in this run";
+      record.add_error(fmt::format("path {} ended the worker process twice (cases {}, {}); it is skipped for the rest "
+                                   "of the run",
+                                   path, on[0], on[1]));
+    }
+  }
+  fs::remove_all(dir, ec);
+  return std::max(code, record.finish(setup.paths, exec.fail_on_skip));
+}
+
+}  // namespace pagecheck::app
