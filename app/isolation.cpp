@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -107,6 +108,12 @@ bool use_isolation(const ExecOptions& exec, bool wants_gpu) {
 
 int run_isolated_worker(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
                         const Invocation& invocation) {
+  // The supervisor answers signals (it kills this worker when it must), and
+  // a worker must not outlive it (a supervisor killed with SIGKILL): Ctrl-C,
+  // sent to the whole process group, is its alone.
+  ::signal(SIGINT, SIG_IGN);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return exit_code::kRuntime;  // it is already gone
   const fs::path dir = exec.isolation_worker;
   Journal journal(dir / "journal.jsonl");
   if (!journal.ok()) {
@@ -297,7 +304,7 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
         }
       } else if (line.contains("step")) {
         const json& s = line["step"];
-        if (s["case"].get<std::int64_t>() != step_case || s["step"] == "loading")
+        if (s["case"].get<std::int64_t>() != step_case || s["step"] == "loading" || s["name"] != step_name)
           record.start_case(s["case"].get<std::int64_t>(), s["name"].get<std::string>());
         step_case = s["case"].get<std::int64_t>();
         step_name = s["name"].get<std::string>();
@@ -339,6 +346,11 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     worker_pid = -1;
+    if (interrupt_signal() != 0) {
+      // A signal ended the worker too (Ctrl-C reaches the process group):
+      // the interrupt handler writes the reports and ends this process.
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     for (const auto& line : reader.read_new()) take(line);
     if (done) break;
     if (fatal) {

@@ -63,6 +63,7 @@ int run_here(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, con
       continue;
     }
     const Case& c = *loaded;
+    record.start_case(static_cast<std::int64_t>(i), c.name);
     CaseOutcome outcome = evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options,
                                         !out.save_failing.empty(), !out.html.empty(), progress, n,
                                         plan.selected.size());
