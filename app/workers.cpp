@@ -2,6 +2,7 @@
 // shard, their JSON reports merged (docs/cli.md "Sharding").
 #include "workers.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -19,6 +22,7 @@
 
 #include "child_process.hpp"
 #include "gpu_setup.hpp"
+#include "interrupts.hpp"
 #include "report_targets.hpp"
 #include "pagecheck/report_read.hpp"
 #include "pagecheck/shard.hpp"
@@ -150,6 +154,20 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
                                 : fmt::format("{} reference thread{} each", threads, threads == 1 ? "" : "s"),
                dir.string());
   std::vector<Worker> workers(static_cast<std::size_t>(count));
+  // SIGTERM: each worker gets it, writes its report of the cases it finished
+  // (marked interrupted) and exits 143; those reports are merged as usual.
+  // SIGINT (Ctrl-C) reaches the workers from the terminal already.
+  std::mutex started_mutex;
+  std::vector<pid_t> started;
+  bool forwarded = false;  // each worker gets SIGTERM once: a second would end it at once
+  InterruptScope on_signal([&](int signo) -> std::optional<int> {
+    if (signo == SIGTERM) {
+      std::lock_guard lock(started_mutex);
+      forwarded = true;
+      for (const pid_t pid : started) ::kill(pid, SIGTERM);
+    }
+    return std::nullopt;
+  });
   int code = exit_code::kPass;
   for (int i = 0; i < count; ++i) {
     Worker& w = workers[static_cast<std::size_t>(i)];
@@ -170,12 +188,16 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
     } else {
       argv.insert(argv.end(), {"--device", std::to_string(exec.device)});
     }
-    const Status started = spawn(w, argv, child_environment(overrides));
-    if (!started.ok()) {
+    const Status spawned = spawn(w, argv, child_environment(overrides));
+    if (!spawned.ok()) {
       w.pid = -1;
       w.exit_code = exit_code::kRuntime;
-      w.failure = started.error().describe();
+      w.failure = spawned.error().describe();
+      continue;
     }
+    std::lock_guard lock(started_mutex);
+    started.push_back(w.pid);
+    if (forwarded) ::kill(w.pid, SIGTERM);
   }
   for (auto& w : workers)
     if (w.pid > 0) wait_for(w);

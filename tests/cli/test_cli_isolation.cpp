@@ -248,3 +248,31 @@ TEST_CASE("a malformed PAGECHECK_TEST_FAULT is a usage error") {
   CHECK(kind.rc == 2);
   CHECK(contains(kind.err, "'explode' is not a fault"));
 }
+
+TEST_CASE("SIGTERM to --workers 2: each worker writes its finished cases, the merged report is interrupted") {
+  std::vector<std::string> args = {"replay"};
+  for (const auto& f : case_files()) args.push_back(f);
+  for (const char* a : {"--paths", "reference", "--workers", "2", "--no-color", "--json", "workers-term.json"})
+    args.emplace_back(a);
+  // Shard 1 holds the second case alone, and hangs on it; shard 0 finishes.
+  Background run("workers-term", args, {"PAGECHECK_TEST_FAULT=" + kCases[1] + ":reference:hang"});
+  REQUIRE(run.wait_for(run.err, "reports in "));
+  const std::string said = read_file(run.err);
+  const auto at = said.find("reports in ") + std::string("reports in ").size();
+  const fs::path folder = said.substr(at, said.find('\n', at) - at);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(5);
+  while (!fs::exists(folder / "shard-0.json") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(fs::exists(folder / "shard-0.json"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // shard 1 reaches its reference
+  CHECK(run.stop(SIGTERM) == 143);
+  const auto report = read_report(work_dir() / "workers-term.json");
+  REQUIRE(report.cases.size() == 2);
+  CHECK(report.cases[0].name == kCases[0]);
+  CHECK(report.cases[1].name == kCases[2]);
+  for (const auto& c : report.cases) CHECK(reference_row(c).status == pagecheck::PathStatus::Pass);
+  REQUIRE(report.interrupted.has_value());
+  CHECK(report.interrupted->case_name == kCases[1]);
+  CHECK(report.interrupted->cases_finished == 0);
+  CHECK(report.interrupted->cases_selected == 1);
+}
