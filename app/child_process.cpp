@@ -87,6 +87,14 @@ Expected<pid_t> spawn_self(std::vector<std::string> argv, std::vector<std::strin
   return pid;
 }
 
+Expected<std::filesystem::path> make_child_folder(const std::string& prefix, const std::string& what_for) {
+  std::error_code ec;
+  std::string pattern = (std::filesystem::temp_directory_path(ec) / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    return runtime_error(fmt::format("cannot make a folder for {}: {}", what_for, std::strerror(errno)), pattern);
+  return std::filesystem::path(pattern);
+}
+
 ChildExit wait_child(pid_t pid, bool block) {
   ChildExit e;
   int status = 0;

@@ -29,6 +29,10 @@ std::vector<std::string> child_environment(const std::vector<std::string>& overr
 Expected<pid_t> spawn_self(std::vector<std::string> argv, std::vector<std::string> env,
                            const std::filesystem::path& stdout_file, const std::filesystem::path& stderr_file);
 
+// A new folder for what the children write, in the temporary folder:
+// `prefix`-XXXXXX. The error names what it is `for` ("the workers' reports").
+Expected<std::filesystem::path> make_child_folder(const std::string& prefix, const std::string& what_for);
+
 // How a child ended.
 struct ChildExit {
   bool running = false;  // wait_child(pid, false): not ended yet

@@ -236,14 +236,10 @@ struct JournalReader {
 int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
                        const Invocation& invocation, RunRecord& record) {
   (void)out;
+  const auto folder = make_child_folder("pagecheck-isolation", "the isolated worker");
+  if (!folder.ok()) return record.not_run(folder.error());
+  const fs::path dir = *folder;
   std::error_code ec;
-  std::string pattern = (fs::temp_directory_path(ec) / "pagecheck-isolation-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    fmt::print(stderr, "pagecheck: cannot make a folder for the isolated worker ({}): {}\n", pattern,
-               std::strerror(errno));
-    return exit_code::kRuntime;
-  }
-  const fs::path dir = pattern;
   std::atomic<pid_t> worker_pid{-1};
   InterruptScope on_signal([&](int signo) {
     // The worker may be inside a kernel that never returns: it goes first.

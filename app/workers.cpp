@@ -6,9 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -134,14 +132,13 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
     gpus = worker_gpus(count);
   }
 
-  std::error_code ec;
-  std::string pattern = (fs::temp_directory_path(ec) / "pagecheck-workers-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    fmt::print(stderr, "pagecheck: cannot make a folder for the workers' reports ({}): {}\n", pattern,
-               std::strerror(errno));
+  const auto folder = make_child_folder("pagecheck-workers", "the workers' reports");
+  if (!folder.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", folder.error().describe());
     return exit_code::kRuntime;
   }
-  const fs::path dir = pattern;
+  const fs::path dir = *folder;
+  std::error_code ec;
 
   // Each worker's reference gets its share of the cores unless --threads says.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
