@@ -17,11 +17,12 @@
 #          and skipped after its second, said once in the run errors, and
 #          every other path of every case with the status it has in the clean
 #          run. Then a short run on the same GPU must still pass.
-#       3. SIGTERM during a device run of the default suite (timed, so that
-#          it is long): exit 143, complete JSON/CSV/JUnit reports of the
+#       3. SIGTERM during a device run of the default suite (timed), after
+#          its fifth case: exit 143, complete JSON/CSV/JUnit reports of the
 #          finished cases marked interrupted, no worker process left.
-#       4. SIGTERM while ext:spin hangs with --path-timeout 0: the same, and
-#          the GPU still runs a case afterwards.
+#       4. SIGTERM while ext:spin hangs with --path-timeout 0 (once the
+#          progress line shows it): the same, the case in flight in
+#          ext:spin, and the GPU still runs a case afterwards.
 #       Logs, reports and steps.txt (one PASS/FAIL line per property) in
 #       $OUT (default ./devout-isolation), packed as $OUT/isolation.tgz.
 set -u
@@ -99,7 +100,8 @@ clean_rc=$?
 # 2. Each misbehaving path in the default suite.
 for entry in oob_write trap spin; do
   step "bad-$entry" 2400 "$pc" run --kernel "$simple" --kernel "$bad" \
-    --paths all --path-timeout 20 --no-timing --json "$OUT/bad-$entry.json" --junit "$OUT/bad-$entry.xml"
+    --paths "reference,direct,split,auto,prefill,fmha,ext:simple_decode,ext:$entry" --path-timeout 20 --no-timing \
+    --json "$OUT/bad-$entry.json" --junit "$OUT/bad-$entry.xml"
   echo "rc=$?" >"$OUT/bad-$entry.rc"
   python3 - "$OUT/clean.json" "$OUT/bad-$entry.json" "ext:$entry" "$(cat "$OUT/bad-$entry.rc")" <<'PY' | tee -a "$OUT/steps.txt"
 import json, sys
@@ -144,12 +146,19 @@ PY
 done
 
 # 3. SIGTERM during a timed device run of the default suite.
+# sigterm_check NAME TEXT ARGS...: runs pagecheck ARGS in the background,
+# sends SIGTERM once its output shows TEXT (at most 10 minutes), then checks
+# the exit code, the reports and that no worker is left.
 sigterm_check() {
-  local name=$1 wait_s=$2
+  local name=$1 text=$2
   shift 2
   "$pc" "$@" --json "$OUT/$name.json" --csv "$OUT/$name.csv" --junit "$OUT/$name.xml" >"$OUT/$name.log" 2>&1 &
-  local pid=$!
-  sleep "$wait_s"
+  local pid=$! waited=0
+  while ! grep -q -- "$text" "$OUT/$name.log" && kill -0 $pid 2>/dev/null && [ $waited -lt 600 ]; do
+    sleep 1
+    waited=$((waited + 1))
+  done
+  kill -0 $pid 2>/dev/null || say "FAIL: $name: the run ended before the signal (after $waited s)"
   kill -TERM $pid
   wait $pid
   local rc=$?
@@ -165,6 +174,8 @@ except Exception as e:
 i = r.get("interrupted")
 ok = i is not None and i["signal"] == "SIGTERM" and i["cases_finished"] == len(r["cases"])
 print(f"{'PASS' if ok else 'FAIL'}: {name}: JSON marked interrupted with the finished cases: {i}")
+if name == "sigterm-spin":
+    print(f"{'PASS' if i and i['step'] == 'ext:spin' else 'FAIL'}: {name}: the case in flight was in ext:spin")
 complete = all(c["paths"] or c["errors"] for c in r["cases"])
 print(f"{'PASS' if complete else 'FAIL'}: {name}: every case in the report is complete ({len(r['cases'])} cases)")
 for f in (csv, xml):
@@ -173,9 +184,13 @@ for f in (csv, xml):
 PY
   no_workers_left "$name"
 }
-sigterm_check sigterm-suite 60 run
-# 4. SIGTERM while a kernel never returns.
-sigterm_check sigterm-spin 30 run --kernel "$bad" --paths reference,direct,ext:spin --path-timeout 0 --no-timing
+# After the fifth case of the default suite, timed (the table prints a case
+# when it is done).
+sigterm_check sigterm-suite "cover-005" run
+# 4. SIGTERM while a kernel never returns: once the progress line says the
+# worker has been in ext:spin for a while.
+sigterm_check sigterm-spin "ext:spin (" run --kernel "$bad" --paths reference,direct,ext:spin --path-timeout 0 \
+  --no-timing
 gpu_still_runs sigterm-spin
 
 grep -c '^PASS' "$OUT/steps.txt" | sed 's/^/passed: /'
