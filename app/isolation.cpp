@@ -8,6 +8,10 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <optional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +28,7 @@
 #include "evaluate.hpp"
 #include "gpu_setup.hpp"
 #include "interrupts.hpp"
+#include "pagecheck/error_map.hpp"
 #include "pagecheck/report_read.hpp"
 
 namespace pagecheck::app {
@@ -40,13 +45,18 @@ struct WorkerState {
   std::map<std::int64_t, std::map<std::string, std::string>> errors;  // case index -> path -> reason
   std::map<std::string, std::string> skipped;                         // path -> reason
   std::set<std::string> bundle_names;
+  bool error_maps = false;  // --html: the worker keeps the comparisons' error maps and sends them
 };
 
 json to_json(const WorkerState& s) {
   json errors = json::array();
   for (const auto& [index, paths] : s.errors)
     for (const auto& [path, reason] : paths) errors.push_back({{"case", index}, {"path", path}, {"reason", reason}});
-  return {{"start", s.start}, {"errors", errors}, {"skipped", s.skipped}, {"bundles", s.bundle_names}};
+  return {{"start", s.start},
+          {"errors", errors},
+          {"skipped", s.skipped},
+          {"bundles", s.bundle_names},
+          {"error_maps", s.error_maps}};
 }
 
 Expected<WorkerState> read_state(const fs::path& file) {
@@ -60,6 +70,7 @@ Expected<WorkerState> read_state(const fs::path& file) {
       s.errors[e.at("case").get<std::int64_t>()][e.at("path").get<std::string>()] = e.at("reason").get<std::string>();
     s.skipped = j.at("skipped").get<std::map<std::string, std::string>>();
     s.bundle_names = j.at("bundles").get<std::set<std::string>>();
+    s.error_maps = j.at("error_maps").get<bool>();
     return s;
   } catch (const json::exception& e) {
     return runtime_error(fmt::format("not a worker state: {}", e.what()), file.string());
@@ -92,10 +103,86 @@ class Journal {
   int fd_;
 };
 
+// The error maps of --html (error_map.hpp), which the JSON report does not
+// carry, travel beside a case's report: one entry per path row. Non-finite
+// numbers as strings, which JSON has no other way to hold.
+json number(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+double number_from(const json& j) {
+  if (!j.is_string()) return j.get<double>();
+  const std::string text = j.get<std::string>();
+  if (text == "inf") return std::numeric_limits<double>::infinity();
+  if (text == "-inf") return -std::numeric_limits<double>::infinity();
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+json grid_json(const ErrorGrid& g) {
+  json ratio = json::array();
+  for (const float r : g.ratio) ratio.push_back(number(r));
+  return {{"rows", {g.rows.items, g.rows.per_bin}}, {"cols", {g.cols.items, g.cols.per_bin}}, {"ratio", ratio},
+          {"flags", g.flags}};
+}
+
+ErrorGrid grid_from(const json& j) {
+  ErrorGrid g;
+  g.rows.items = j["rows"][0].get<std::int64_t>();
+  g.rows.per_bin = j["rows"][1].get<std::int64_t>();
+  g.cols.items = j["cols"][0].get<std::int64_t>();
+  g.cols.per_bin = j["cols"][1].get<std::int64_t>();
+  for (const auto& r : j["ratio"]) g.ratio.push_back(static_cast<float>(number_from(r)));
+  g.flags = j["flags"].get<std::vector<std::uint8_t>>();
+  return g;
+}
+
+json map_json(const std::optional<ErrorStats>& stats) {
+  if (!stats || !stats->map) return nullptr;
+  const ErrorMap& m = *stats->map;
+  json worst = json::array();
+  for (const auto& w : m.worst)
+    worst.push_back({w.seq, w.token, w.head, w.dim, number(w.value), number(w.reference), number(w.abs_err),
+                     number(w.ratio)});
+  return {{"by_seq_head", grid_json(m.by_seq_head)}, {"by_token", grid_json(m.by_token)}, {"worst", worst}};
+}
+
+void attach_map(const json& j, std::optional<ErrorStats>& stats) {
+  if (j.is_null() || !stats) return;
+  auto m = std::make_shared<ErrorMap>();
+  m->by_seq_head = grid_from(j["by_seq_head"]);
+  m->by_token = grid_from(j["by_token"]);
+  for (const auto& w : j["worst"])
+    m->worst.push_back({w[0].get<std::int64_t>(), w[1].get<std::int64_t>(), w[2].get<std::int64_t>(),
+                        w[3].get<std::int64_t>(), number_from(w[4]), number_from(w[5]), number_from(w[6]),
+                        number_from(w[7])});
+  stats->map = std::move(m);
+}
+
 json one_case(const CaseReport& c) {
   RunReport r;
   r.cases.push_back(c);
-  return pagecheck::to_json(r);
+  json maps = json::array();
+  for (const auto& p : c.paths)
+    maps.push_back({map_json(p.error), map_json(p.lse_error), map_json(p.recorded), map_json(p.recorded_lse)});
+  return {{"report", pagecheck::to_json(r)}, {"maps", maps}};
+}
+
+// The case of a journal line, its error maps attached; nullopt when the line
+// is not one.
+std::optional<CaseReport> case_from(const json& j) {
+  auto one = report_from_json(j["report"], "the worker's journal");
+  if (!one.ok() || one->cases.size() != 1) return std::nullopt;
+  CaseReport c = std::move(one->cases.front());
+  const json& maps = j["maps"];
+  for (std::size_t i = 0; i < c.paths.size() && i < maps.size(); ++i) {
+    attach_map(maps[i][0], c.paths[i].error);
+    attach_map(maps[i][1], c.paths[i].lse_error);
+    attach_map(maps[i][2], c.paths[i].recorded);
+    attach_map(maps[i][3], c.paths[i].recorded_lse);
+  }
+  return c;
 }
 
 }  // namespace
@@ -173,7 +260,7 @@ int run_isolated_worker(const RunPlan& plan, ExecSetup& setup, const ExecOptions
     if (const auto decided = state->errors.find(in_flight); decided != state->errors.end())
       controls.errors = decided->second;
     CaseOutcome outcome = evaluate_case(c, setup.paths, registry, gpu, exec, setup.run_options,
-                                        !out.save_failing.empty(), !out.html.empty(), progress, n,
+                                        !out.save_failing.empty(), state->error_maps, progress, n,
                                         plan.selected.size(), controls);
     progress.clear();
     if (!outcome.context_lost.empty()) {
@@ -235,7 +322,6 @@ struct JournalReader {
 
 int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, const OutputOptions& out,
                        const Invocation& invocation, RunRecord& record) {
-  (void)out;
   const auto folder = make_child_folder("pagecheck-isolation", "the isolated worker");
   if (!folder.ok()) return record.not_run(folder.error());
   const fs::path dir = *folder;
@@ -259,6 +345,7 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
   argv.insert(argv.end(), {"--no-color", "--isolation-worker", dir.string()});
 
   WorkerState state;
+  state.error_maps = !out.html.empty();
   std::map<std::string, std::vector<std::string>> crashes;  // path -> the cases it ended the worker on
   bool device_said = false;
   int code = exit_code::kPass;
@@ -308,10 +395,9 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
         record.set_step(step);
         step_start = std::chrono::steady_clock::now();
       } else if (line.contains("case")) {
-        auto one = report_from_json(line["case"], "the worker's journal");
-        if (one.ok() && !one->cases.empty()) {
-          const std::int64_t index = one->cases.front().index;
-          record.add_case(std::move(one->cases.front()));
+        if (auto one = case_from(line["case"])) {
+          const std::int64_t index = one->index;
+          record.add_case(std::move(*one));
           const auto at = std::find(plan.selected.begin(), plan.selected.end(), static_cast<std::size_t>(index));
           if (at != plan.selected.end()) state.start = static_cast<std::size_t>(at - plan.selected.begin()) + 1;
         }

@@ -8,8 +8,9 @@
 // The worker (hidden option --isolation-worker DIR) reads DIR/state.json
 // (where to start, the rows already decided) and appends to
 // DIR/journal.jsonl one JSON object a line: {"start": report header},
-// {"step": {"case", "name", "step"}} before each step, {"case": report of
-// that case}, {"bundle": {...}}, {"lost": {"case", "path", "reason"}} when
+// {"step": {"case", "name", "step"}} before each step, {"case": {"report":
+// that case's report, "maps": the --html error maps of its rows}},
+// {"bundle": {...}}, {"lost": {"case", "path", "reason"}} when
 // the context is lost, {"fatal": {"error", "code"}}, {"done": true}.
 #pragma once
 

@@ -202,8 +202,10 @@ TEST_CASE("an isolated run goes on after a worker that crashes, hangs or loses i
 TEST_CASE("an isolated run without faults reports as a run in one process") {
   std::string args = "replay";
   for (const auto& f : case_files()) args += " '" + f + "'";
-  const Result here = run_tool(args + " --paths reference --isolation off --no-timing --json here.json");
-  const Result isolated = run_tool(args + " --paths reference --isolation on --no-timing --json isolated.json");
+  const Result here =
+      run_tool(args + " --paths reference --isolation off --no-timing --json here.json --html here.html");
+  const Result isolated =
+      run_tool(args + " --paths reference --isolation on --no-timing --json isolated.json --html isolated.html");
   CHECK(here.rc == 0);
   CHECK(isolated.rc == 0);
   const auto a = read_report(work_dir() / "here.json");
@@ -217,6 +219,15 @@ TEST_CASE("an isolated run without faults reports as a run in one process") {
   }
   // The table is the supervisor's, once per case.
   for (const auto& name : kCases) CHECK(contains(isolated.out, name));
+  // The heat maps of --html come from the worker's comparisons.
+  const auto heat_maps = [](const std::string& page) {
+    std::size_t n = 0;
+    for (auto at = page.find("class=\"heat "); at != std::string::npos; at = page.find("class=\"heat ", at + 1)) ++n;
+    return n;
+  };
+  const std::size_t maps_here = heat_maps(read_file(work_dir() / "here.html"));
+  CHECK(maps_here > 0);
+  CHECK(heat_maps(read_file(work_dir() / "isolated.html")) == maps_here);
 }
 
 TEST_CASE("SIGTERM to an isolated run whose worker hangs: the worker is ended, the reports written") {
