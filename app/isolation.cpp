@@ -353,6 +353,7 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
   std::pair<std::int64_t, std::string> last_crash{-1, ""};
   while (state.start < plan.selected.size()) {
     ++attempt;
+    const std::size_t start_of_attempt = state.start;
     fs::remove(dir / "journal.jsonl", ec);
     {
       std::ofstream f(dir / "state.json");
@@ -458,9 +459,14 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
                                      : fmt::format("the worker process was {} while this path ran", ended.failure);
     }
     if (case_index < 0) {
-      record.add_error(fmt::format("the isolated worker ended before its first case: {}",
-                                   ended.failure.empty() ? fmt::format("exit {}", ended.code) : ended.failure));
-      break;
+      // Between cases: a new worker goes on, unless this one made no
+      // progress (it cannot start at all).
+      const std::string why = ended.failure.empty() ? fmt::format("exit {}", ended.code) : ended.failure;
+      if (state.start == start_of_attempt) {
+        record.add_error(fmt::format("the isolated worker ended before it finished a case: {}", why));
+        break;
+      }
+      continue;
     }
     const auto at = std::find(plan.selected.begin(), plan.selected.end(), static_cast<std::size_t>(case_index));
     if (at == plan.selected.end()) break;
