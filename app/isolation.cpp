@@ -46,6 +46,7 @@ struct WorkerState {
   std::map<std::string, std::string> skipped;                         // path -> reason
   std::set<std::string> bundle_names;
   bool error_maps = false;  // --html: the worker keeps the comparisons' error maps and sends them
+  std::string command_line;  // the user's command, for the bundles (the worker's own is not)
 };
 
 json to_json(const WorkerState& s) {
@@ -56,7 +57,8 @@ json to_json(const WorkerState& s) {
           {"errors", errors},
           {"skipped", s.skipped},
           {"bundles", s.bundle_names},
-          {"error_maps", s.error_maps}};
+          {"error_maps", s.error_maps},
+          {"command", s.command_line}};
 }
 
 Expected<WorkerState> read_state(const fs::path& file) {
@@ -71,6 +73,7 @@ Expected<WorkerState> read_state(const fs::path& file) {
     s.skipped = j.at("skipped").get<std::map<std::string, std::string>>();
     s.bundle_names = j.at("bundles").get<std::set<std::string>>();
     s.error_maps = j.at("error_maps").get<bool>();
+    s.command_line = j.at("command").get<std::string>();
     return s;
   } catch (const json::exception& e) {
     return runtime_error(fmt::format("not a worker state: {}", e.what()), file.string());
@@ -212,6 +215,9 @@ int run_isolated_worker(const RunPlan& plan, ExecSetup& setup, const ExecOptions
     journal.write({{"fatal", {{"error", state.error().describe()}, {"code", exit_code::kRuntime}}}});
     return exit_code::kRuntime;
   }
+  // The bundles name the user's command, not this worker's.
+  Invocation users = invocation;
+  users.command_line = state->command_line;
   PathRegistry registry;
   GpuSetup gpu;
   if (plan.wants_gpu || exec.require_gpu) {
@@ -270,19 +276,21 @@ int run_isolated_worker(const RunPlan& plan, ExecSetup& setup, const ExecOptions
     }
     outcome.report.index = in_flight;
     say_invalid(source, outcome.report);
+    std::optional<json> bundle;  // said after the case, whose rows come first in the table
     if (outcome.failing && !out.save_failing.empty()) {
       const std::string dir_name = unique_bundle_name(c.name, state->bundle_names);
       RunReport bundle_header = header;
       bundle_header.tool_version = PAGECHECK_VERSION;
-      bundle_header.command_line = invocation.command_line;
+      bundle_header.command_line = state->command_line;
       bundle_header.fail_on_skip = exec.fail_on_skip;
-      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, setup.paths, exec, invocation, bundle_header);
-      journal.write({{"bundle",
-                      {{"name", dir_name},
-                       {"dir", saved.ok() ? saved->string() : std::string()},
-                       {"error", saved.ok() ? std::string() : saved.error().describe()}}}});
+      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, setup.paths, exec, users, bundle_header);
+      bundle = json{{"bundle",
+                     {{"name", dir_name},
+                      {"dir", saved.ok() ? saved->string() : std::string()},
+                      {"error", saved.ok() ? std::string() : saved.error().describe()}}}};
     }
     journal.write({{"case", one_case(outcome.report)}});
+    if (bundle) journal.write(*bundle);
   }
   journal.write({{"done", true}});
   return exit_code::kPass;
@@ -346,6 +354,7 @@ int supervise_isolated(const RunPlan& plan, ExecSetup& setup, const ExecOptions&
 
   WorkerState state;
   state.error_maps = !out.html.empty();
+  state.command_line = invocation.command_line;
   std::map<std::string, std::vector<std::string>> crashes;  // path -> the cases it ended the worker on
   bool device_said = false;
   int code = exit_code::kPass;

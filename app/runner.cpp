@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -70,13 +71,14 @@ int run_here(const RunPlan& plan, ExecSetup& setup, const ExecOptions& exec, con
     outcome.report.index = static_cast<std::int64_t>(i);
     progress.clear();
     say_invalid(source, outcome.report);
-    if (outcome.failing && !out.save_failing.empty()) {
-      const std::string dir_name = unique_bundle_name(c.name, bundle_names);
-      auto saved = save_bundle(out.save_failing, dir_name, c, outcome, setup.paths, exec, invocation,
-                               record.header());
-      record.note_bundle(saved.ok() ? saved->string() : "", saved.ok() ? "" : saved.error().describe());
-    }
+    // The bundle is written before the case is kept (it holds the case's
+    // report) and said after its rows.
+    std::optional<Expected<fs::path>> saved;
+    if (outcome.failing && !out.save_failing.empty())
+      saved = save_bundle(out.save_failing, unique_bundle_name(c.name, bundle_names), c, outcome, setup.paths, exec,
+                          invocation, record.header());
     record.add_case(std::move(outcome.report));
+    if (saved) record.note_bundle(saved->ok() ? (*saved)->string() : "", saved->ok() ? "" : saved->error().describe());
   }
   progress.clear();
   return record.finish(setup.paths, exec.fail_on_skip);
