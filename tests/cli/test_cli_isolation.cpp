@@ -287,3 +287,20 @@ TEST_CASE("SIGTERM to --workers 2: each worker writes its finished cases, the me
   CHECK(report.interrupted->cases_finished == 0);
   CHECK(report.interrupted->cases_selected == 1);
 }
+
+TEST_CASE("an isolated run's bundles are the user's: its command, after the case's rows") {
+  REQUIRE(run_tool("gen -o iso-failing.safetensors --seqs 2 --seq-len 24 --head-dim 64 --with-output --output-dtype BF16")
+              .rc == 0);
+  const Result r = run_tool(
+      "replay iso-failing.safetensors --paths reference --atol 0 --rtol 0 --isolation on --save-failing iso-bundles");
+  CHECK(r.rc == 1);
+  const fs::path bundle = work_dir() / "iso-bundles" / "iso-failing";
+  REQUIRE(fs::exists(bundle / "report.json"));
+  const std::string command = read_file(bundle / "command.txt");
+  CHECK(contains(command, "--atol 0"));
+  CHECK(!contains(command, "--isolation-worker"));
+  const auto report = read_report(bundle / "report.json");
+  CHECK(contains(report.command_line, "--save-failing iso-bundles"));
+  CHECK(!contains(report.command_line, "--isolation-worker"));
+  CHECK(r.out.find("saved failing case to") > r.out.find("differs from the recorded output"));
+}
