@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "gpu_setup.hpp"
+#include "report_targets.hpp"
 #include "runner.hpp"
 #include "workers.hpp"
 #include "specs.hpp"

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "report_targets.hpp"
 #include "runner.hpp"
 #include "workers.hpp"
 #include "specs.hpp"

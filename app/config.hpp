@@ -79,6 +79,11 @@ struct ExecOptions {
   std::string shard;         // --shard I/N: run only case k with k mod N == I (0-based)
   bool all_devices = false;  // --device all: one worker process per GPU, merged
   int workers = 0;           // --workers N: N worker processes on this host (0: none, run here)
+  // Isolation (docs/cli.md "Isolation"): the paths run in a worker process
+  // that is restarted when one crashes, hangs or loses the CUDA context.
+  std::string isolation = "auto";  // --isolation auto | on | off
+  double path_timeout = 900;       // --path-timeout SECONDS: a path (the reference too) ends after it; 0: never
+  std::string isolation_worker;    // hidden --isolation-worker DIR: this process is that worker
 };
 
 // Where results go. A report path of "-" is stdout; the terminal table then

@@ -37,6 +37,15 @@ std::optional<std::uint64_t> cuda_free_bytes(int index) {
   return std::nullopt;
 }
 
+std::optional<std::string> cuda_context_error(int index) {
+#ifdef PAGECHECK_HAVE_CUDA
+  return gpu::context_error(index);
+#else
+  (void)index;
+  return std::nullopt;
+#endif
+}
+
 Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_ceilings, bool require_gpu) {
   GpuSetup setup;
 #ifdef PAGECHECK_HAVE_CUDA

@@ -24,6 +24,10 @@ int cuda_device_count();
 // the device cannot be queried.
 std::optional<std::uint64_t> cuda_free_bytes(int index);
 
+// After a GPU path ran on device `index`: the CUDA error that left its
+// context unusable (name and message), nullopt when it is sound or without CUDA.
+std::optional<std::string> cuda_context_error(int index);
+
 struct GpuSetup {
   int device_count = 0;
   std::optional<DeviceInfo> device;  // the device the GPU paths run on

@@ -8,7 +8,7 @@
 
 #include "commands.hpp"
 #include "gpu_setup.hpp"
-#include "runner.hpp"
+#include "case_sources.hpp"
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/path.hpp"

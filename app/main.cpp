@@ -30,7 +30,9 @@
 
 #include "commands.hpp"
 #include "config.hpp"
-#include "runner.hpp"
+#include "bundles.hpp"
+#include "interrupts.hpp"
+#include "test_faults.hpp"
 #include "pagecheck/limits.hpp"
 #include "pagecheck/shard.hpp"
 #include "pagecheck/status.hpp"
@@ -311,6 +313,25 @@ void add_output_options(CLI::App* cmd, OutputOptions& o) {
   cmd->add_flag("--no-color", o.no_color, "No ANSI colors (also: NO_COLOR set, or not a terminal)")->group(g);
 }
 
+// --isolation, --path-timeout (run, replay, bench; docs/cli.md "Isolation").
+void add_isolation_options(CLI::App* cmd, ExecOptions& e) {
+  const char* g = "Execution";
+  cmd->add_option("--isolation", e.isolation,
+                  "Run the paths in a worker process restarted after a crash, hang or lost CUDA context: auto (when "
+                  "a GPU path runs), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str()
+      ->group(g);
+  cmd->add_option("--path-timeout", e.path_timeout,
+                  "Seconds a path (the reference too) may take in an isolated run before it is ended as an error; 0: "
+                  "no limit")
+      ->check(kNonNegativeNotNan)
+      ->capture_default_str()
+      ->group(g);
+  // The worker side of isolation: started by the supervisor only.
+  cmd->add_option("--isolation-worker", e.isolation_worker)->group("");
+}
+
 // --shard I/N and --workers N (run, replay, bench; docs/cli.md "Sharding").
 void add_shard_options(CLI::App* cmd, ExecOptions& e) {
   auto* shard = cmd->add_option("--shard", e.shard, "Run only shard I of N (0-based): case k when k mod N == I")
@@ -352,12 +373,14 @@ int real_main(int argc, char** argv) {
                     "List the default suite's cases, the axis values each covers and the path families that take it")
       ->group("Case");
   add_exec_options(run_cmd, run.exec, false);
+  add_isolation_options(run_cmd, run.exec);
   add_output_options(run_cmd, run.out);
 
   ReplayConfig replay;
   auto* replay_cmd = app.add_subcommand("replay", "Run recorded case files (safetensors)");
   replay_cmd->add_option("files", replay.files, "Case files")->required();
   add_exec_options(replay_cmd, replay.exec, false);
+  add_isolation_options(replay_cmd, replay.exec);
   add_output_options(replay_cmd, replay.out);
 
   GenConfig gen;
@@ -415,6 +438,7 @@ int real_main(int argc, char** argv) {
       ->check(CLI::IsMember({"F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}))
       ->capture_default_str();
   add_exec_options(bench_cmd, bench.exec, true);
+  add_isolation_options(bench_cmd, bench.exec);
   add_output_options(bench_cmd, bench.out);
 
   ReduceConfig reduce;
@@ -499,6 +523,13 @@ int real_main(int argc, char** argv) {
     }
   }
 
+  // The test hook of isolation (docs/cli.md "Environment"): a typo would
+  // otherwise test nothing.
+  if (const auto fault = test_fault_from_environment(); !fault.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", fault.error().message);
+    return exit_code::kUsage;
+  }
+
   // The device-memory cap of the GPU paths' memory check (docs/cli.md
   // "Environment"): a typo would otherwise silently check against the real
   // free memory.
@@ -548,6 +579,9 @@ int main(int argc, char** argv) {
   // before its reports are written: writes to it fail instead (EPIPE), and
   // the runner stops printing the table.
   std::signal(SIGPIPE, SIG_IGN);
+  // SIGINT and SIGTERM: the reports of the finished cases are written, the
+  // run marked interrupted (docs/cli.md "Interrupts"). Before any thread.
+  pagecheck::app::watch_interrupts();
   // The one place that turns anything unexpected into an exit code.
   try {
     return real_main(argc, argv);

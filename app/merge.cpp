@@ -5,7 +5,8 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "runner.hpp"
+#include "report_targets.hpp"
+#include "table.hpp"
 #include "workers.hpp"
 #include "pagecheck/report_read.hpp"
 

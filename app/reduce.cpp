@@ -20,7 +20,11 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
-#include "runner.hpp"
+#include "bundles.hpp"
+#include "case_sources.hpp"
+#include "evaluate.hpp"
+#include "exec_setup.hpp"
+#include "report_targets.hpp"
 #include "specs.hpp"
 #include "pagecheck/case_file.hpp"
 #include "pagecheck/reduce.hpp"

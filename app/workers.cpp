@@ -3,17 +3,14 @@
 #include "workers.hpp"
 
 #include <signal.h>
-#include <spawn.h>
-#include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -21,12 +18,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "child_process.hpp"
 #include "gpu_setup.hpp"
-#include "runner.hpp"
+#include "interrupts.hpp"
+#include "report_targets.hpp"
 #include "pagecheck/report_read.hpp"
 #include "pagecheck/shard.hpp"
-
-extern char** environ;
 
 namespace pagecheck::app {
 namespace fs = std::filesystem;
@@ -39,20 +36,8 @@ namespace {
 // (the reports, the device choice, --workers, quiet, colors, the reference's
 // threads: each worker is given its own).
 std::vector<std::string> forwarded_args(const std::vector<std::string>& args) {
-  static const std::set<std::string> with_value = {"--device", "--workers", "--json", "--csv", "--junit", "--threads"};
-  static const std::set<std::string> flags = {"-q", "--quiet", "--no-color"};
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& word = args[i];
-    const std::string name = word.substr(0, word.find('='));
-    if (with_value.count(name)) {
-      if (word.find('=') == std::string::npos) ++i;  // its value is the next word
-      continue;
-    }
-    if (flags.count(word)) continue;
-    out.push_back(word);
-  }
-  return out;
+  return args_without(args, {"--device", "--workers", "--json", "--csv", "--junit", "--threads"},
+                      {"-q", "--quiet", "--no-color"});
 }
 
 // CUDA_VISIBLE_DEVICES as the user set it ("2,3"), else 0..count-1: the GPU
@@ -72,27 +57,6 @@ std::vector<std::string> worker_gpus(int count) {
   return gpus;
 }
 
-// The environment of a worker: ours, with `overrides` (NAME=value) replacing.
-std::vector<std::string> worker_environment(const std::vector<std::string>& overrides) {
-  std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const std::string entry = *e;
-    const std::string name = entry.substr(0, entry.find('='));
-    const bool replaced = std::any_of(overrides.begin(), overrides.end(),
-                                      [&](const std::string& o) { return o.compare(0, name.size() + 1, name + "=") == 0; });
-    if (!replaced) env.push_back(entry);
-  }
-  env.insert(env.end(), overrides.begin(), overrides.end());
-  return env;
-}
-
-std::vector<char*> c_strings(std::vector<std::string>& words) {
-  std::vector<char*> out;
-  for (auto& w : words) out.push_back(w.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 struct Worker {
   int shard = 0;
   std::string gpu;  // empty: --workers without GPUs assigned
@@ -108,35 +72,16 @@ std::string describe(const Worker& w, int count) {
 }
 
 Status spawn(Worker& w, std::vector<std::string> argv, std::vector<std::string> env) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, w.out_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, w.err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  auto args = c_strings(argv);
-  auto envp = c_strings(env);
-  const int rc = posix_spawn(&w.pid, "/proc/self/exe", &actions, nullptr, args.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return runtime_error(fmt::format("cannot start a worker: {}", std::strerror(rc)), "/proc/self/exe");
+  auto pid = spawn_self(std::move(argv), std::move(env), w.out_log, w.err_log);
+  if (!pid.ok()) return pid.error();
+  w.pid = *pid;
   return {};
 }
 
 void wait_for(Worker& w) {
-  int status = 0;
-  while (::waitpid(w.pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      w.exit_code = exit_code::kRuntime;
-      w.failure = fmt::format("waiting for it failed: {}", std::strerror(errno));
-      return;
-    }
-  }
-  if (WIFEXITED(status)) {
-    w.exit_code = WEXITSTATUS(status);
-  } else {
-    w.exit_code = exit_code::kRuntime;
-    w.failure = WIFSIGNALED(status) ? fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))
-                                    : "ended abnormally";
-  }
+  const ChildExit e = wait_child(w.pid);
+  w.exit_code = e.code;
+  w.failure = e.failure;
 }
 
 std::vector<std::string> read_lines(const fs::path& file) {
@@ -187,14 +132,13 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
     gpus = worker_gpus(count);
   }
 
-  std::error_code ec;
-  std::string pattern = (fs::temp_directory_path(ec) / "pagecheck-workers-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) {
-    fmt::print(stderr, "pagecheck: cannot make a folder for the workers' reports ({}): {}\n", pattern,
-               std::strerror(errno));
+  const auto folder = make_child_folder("pagecheck-workers", "the workers' reports");
+  if (!folder.ok()) {
+    fmt::print(stderr, "pagecheck: {}\n", folder.error().describe());
     return exit_code::kRuntime;
   }
-  const fs::path dir = pattern;
+  const fs::path dir = *folder;
+  std::error_code ec;
 
   // Each worker's reference gets its share of the cores unless --threads says.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -207,6 +151,20 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
                                 : fmt::format("{} reference thread{} each", threads, threads == 1 ? "" : "s"),
                dir.string());
   std::vector<Worker> workers(static_cast<std::size_t>(count));
+  // SIGTERM: each worker gets it, writes its report of the cases it finished
+  // (marked interrupted) and exits 143; those reports are merged as usual.
+  // SIGINT (Ctrl-C) reaches the workers from the terminal already.
+  std::mutex started_mutex;
+  std::vector<pid_t> started;
+  bool forwarded = false;  // each worker gets SIGTERM once: a second would end it at once
+  InterruptScope on_signal([&](int signo) -> std::optional<int> {
+    if (signo == SIGTERM) {
+      std::lock_guard lock(started_mutex);
+      forwarded = true;
+      for (const pid_t pid : started) ::kill(pid, SIGTERM);
+    }
+    return std::nullopt;
+  });
   int code = exit_code::kPass;
   for (int i = 0; i < count; ++i) {
     Worker& w = workers[static_cast<std::size_t>(i)];
@@ -227,12 +185,16 @@ int run_workers(const ExecOptions& exec, const OutputOptions& out, const Invocat
     } else {
       argv.insert(argv.end(), {"--device", std::to_string(exec.device)});
     }
-    const Status started = spawn(w, argv, worker_environment(overrides));
-    if (!started.ok()) {
+    const Status spawned = spawn(w, argv, child_environment(overrides));
+    if (!spawned.ok()) {
       w.pid = -1;
       w.exit_code = exit_code::kRuntime;
-      w.failure = started.error().describe();
+      w.failure = spawned.error().describe();
+      continue;
     }
+    std::lock_guard lock(started_mutex);
+    started.push_back(w.pid);
+    if (forwarded) ::kill(w.pid, SIGTERM);
   }
   for (auto& w : workers)
     if (w.pid > 0) wait_for(w);

@@ -196,6 +196,50 @@ TEST_CASE("a report read back writes the same JSON") {
   CHECK(contains(to_junit(shard), "<property name=\"shard\" value=\"1/3\"/>"));
 }
 
+TEST_CASE("an interrupted report reads back interrupted, and its shards merge") {
+  RunReport r = make_run(12, ShardInfo{1, 3, 0});
+  r.cases.pop_back();  // the shard's last case was in flight
+  Interruption i;
+  i.signal = "SIGTERM";
+  i.case_index = 10;
+  i.case_name = "case-10";
+  i.step = "direct";
+  i.cases_finished = static_cast<std::int64_t>(r.cases.size());
+  i.cases_selected = 4;
+  r.interrupted = i;
+  r.errors.push_back(describe_interruption(i));
+  CHECK(r.errors.back() == "interrupted by SIGTERM during case case-10 (direct): 3 of 4 cases finished, 1 not run");
+  const RunReport back = round_trip(r);
+  REQUIRE(back.interrupted);
+  CHECK(back.interrupted->signal == "SIGTERM");
+  CHECK(back.interrupted->case_index == 10);
+  CHECK(back.interrupted->case_name == "case-10");
+  CHECK(back.interrupted->step == "direct");
+  CHECK(back.interrupted->cases_finished == 3);
+  CHECK(back.interrupted->cases_selected == 4);
+  CHECK(to_json(back) == to_json(r));
+  // Between cases: no case named.
+  Interruption between;
+  between.signal = "SIGINT";
+  between.cases_finished = between.cases_selected = 2;
+  CHECK(describe_interruption(between) == "interrupted by SIGINT between cases: 2 of 2 cases finished, 0 not run");
+  // A report without the field (written before it existed) is not interrupted.
+  nlohmann::json old = to_json(make_run(3));
+  old.erase("interrupted");
+  auto read = report_from_json(old, "old.json");
+  REQUIRE(read.ok());
+  CHECK_FALSE(read->interrupted);
+  // The interrupted shard lacks a case of its share and still merges.
+  std::vector<MergeInput> inputs = {{"s0.json", round_trip(make_run(12, ShardInfo{0, 3, 0}))},
+                                    {"s1.json", back},
+                                    {"s2.json", round_trip(make_run(12, ShardInfo{2, 3, 0}))}};
+  auto merged = merge_reports(inputs);
+  REQUIRE_MESSAGE(merged.ok(), merged.error().describe());
+  CHECK(merged->report.cases.size() == 11);
+  REQUIRE(merged->report.interrupted);
+  CHECK(merged->report.interrupted->case_name == "case-10");
+}
+
 TEST_CASE("the shards of a run merge into the single run's report") {
   const std::int64_t total = 23;
   const RunReport single = make_run(total);
@@ -222,7 +266,7 @@ TEST_CASE("the shards of a run merge into the single run's report") {
 
 TEST_CASE("merge refuses what is not one set of shards, naming the files") {
   const auto shard = [](int i, int n, std::int64_t total = 10) {
-    return MergeInput{"s" + std::to_string(i) + "of" + std::to_string(n) + ".json",
+    return MergeInput{fmt::format("s{}of{}.json", i, n),
                       make_run(total, ShardInfo{i, n, 0})};
   };
   CHECK(contains(merge_error({shard(0, 4), shard(2, 4)}), "shards 0, 2 of 4 given; missing 1, 3"));

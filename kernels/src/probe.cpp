@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -133,6 +135,17 @@ Expected<std::uint64_t> free_device_memory(int index) {
   std::size_t free_bytes = 0, total_bytes = 0;
   CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
   return static_cast<std::uint64_t>(free_bytes);
+}
+
+std::optional<std::string> context_error(int index) {
+  // A sticky error (illegal address, trap, assert, launch failure) comes back
+  // from every later call; any error here means the next path cannot trust
+  // the context.
+  if (const cudaError_t set = cudaSetDevice(index); set != cudaSuccess)
+    return fmt::format("{}: {}", cudaGetErrorName(set), cudaGetErrorString(set));
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err == cudaSuccess) return std::nullopt;
+  return fmt::format("{}: {}", cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 Expected<DeviceInfo> probe_device(int index, bool measure_ceilings) {

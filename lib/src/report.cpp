@@ -401,6 +401,14 @@ void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceI
   }
 }
 
+std::string describe_interruption(const Interruption& i) {
+  const std::string during =
+      i.case_name.empty() ? std::string("between cases")
+                          : fmt::format("during case {} ({})", i.case_name, i.step.empty() ? "starting" : i.step);
+  return fmt::format("interrupted by {} {}: {} of {} cases finished, {} not run", i.signal, during, i.cases_finished,
+                     i.cases_selected, i.cases_selected - i.cases_finished);
+}
+
 void print_failures(std::FILE* out, const RunReport& report) {
   std::vector<std::string> lines;
   for (const auto& e : report.errors) lines.push_back(fmt::format("not run: {}", e));
@@ -473,6 +481,13 @@ nlohmann::json to_json(const RunReport& report) {
                                              {"count", report.shard->count},
                                              {"cases_total", report.shard->cases_total}}
                             : nlohmann::json(nullptr);
+  j["interrupted"] = report.interrupted ? nlohmann::json{{"signal", report.interrupted->signal},
+                                                         {"case_index", report.interrupted->case_index},
+                                                         {"case", report.interrupted->case_name},
+                                                         {"step", report.interrupted->step},
+                                                         {"cases_finished", report.interrupted->cases_finished},
+                                                         {"cases_selected", report.interrupted->cases_selected}}
+                                         : nlohmann::json(nullptr);
   j["cases"] = nlohmann::json::array();
   for (std::size_t i = 0; i < report.cases.size(); ++i) {
     const CaseReport& c = report.cases[i];

@@ -199,6 +199,18 @@ RunReport read_report(const json& j) {
       throw FieldError{"shard", fmt::format("{} of {} cases is not a shard", shard_label(s), s.cases_total)};
     r.shard = s;
   }
+  // Reports older than the field have none: not interrupted.
+  if (j.contains("interrupted") && !j["interrupted"].is_null()) {
+    const json& in = j["interrupted"];
+    Interruption i;
+    i.signal = get_string(in, "signal", "interrupted");
+    i.case_index = get_int(in, "case_index", "interrupted");
+    i.case_name = get_string(in, "case", "interrupted");
+    i.step = get_string(in, "step", "interrupted");
+    i.cases_finished = get_int(in, "cases_finished", "interrupted");
+    i.cases_selected = get_int(in, "cases_selected", "interrupted");
+    r.interrupted = i;
+  }
   const json& cases = get_array(j, "cases", "");
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const std::string where = sub(std::string("cases"), i);
@@ -419,6 +431,7 @@ Expected<MergeOutcome> merge_reports(const std::vector<MergeInput>& inputs, cons
     if (in->report.fail_on_skip != lead.report.fail_on_skip) fail_on_skip_differs = true;
     merged.fail_on_skip = merged.fail_on_skip || in->report.fail_on_skip;
     if (!merged.device && in->report.device) merged.device = in->report.device;
+    if (!merged.interrupted && in->report.interrupted) merged.interrupted = in->report.interrupted;
     for (const auto& e : in->report.errors)
       if (std::find(merged.errors.begin(), merged.errors.end(), e) == merged.errors.end()) merged.errors.push_back(e);
   }

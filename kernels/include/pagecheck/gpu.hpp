@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,11 @@ int device_count();
 // Free device memory of device `index` in bytes (cudaMemGetInfo); an error
 // when the device cannot be queried.
 Expected<std::uint64_t> free_device_memory(int index);
+
+// After a path ran: the error that left device `index`'s CUDA context
+// unusable ("cudaErrorIllegalAddress: an illegal memory access was
+// encountered"), nullopt when it is sound.
+std::optional<std::string> context_error(int index);
 
 // Selects device `index`, measures its copy bandwidth and BF16 matrix rate.
 Expected<DeviceInfo> probe_device(int index, bool measure_ceilings);

@@ -63,6 +63,21 @@ struct CaseReport {
   std::vector<PathReport> paths;
 };
 
+// A run that a signal (SIGINT, SIGTERM) stopped: what was in flight. The
+// report then holds the cases that finished before it; the rest did not run.
+struct Interruption {
+  std::string signal;           // "SIGINT", "SIGTERM"
+  std::int64_t case_index = -1;  // the case in flight (its index), -1 between cases
+  std::string case_name;
+  std::string step;             // what it was doing: "loading", "reference", a path's name
+  std::int64_t cases_finished = 0;
+  std::int64_t cases_selected = 0;  // what this run (or shard) was to run
+};
+
+// "interrupted by SIGTERM during case X (reference): 3 of 10 cases finished,
+// 7 not run": the run-level error an interrupted report carries.
+std::string describe_interruption(const Interruption& i);
+
 struct RunReport {
   std::string tool_version;
   std::string command_line;
@@ -75,6 +90,9 @@ struct RunReport {
   bool fail_on_skip = false;
   // --shard I/N: which share of the cases this report holds (pagecheck/shard.hpp).
   std::optional<ShardInfo> shard;
+  // Set when a signal stopped the run (its description is in `errors` too,
+  // so that every report format says so).
+  std::optional<Interruption> interrupted;
 };
 
 // The version of the JSON report's layout ("schema"); `merge` reads this one
