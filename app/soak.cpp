@@ -304,13 +304,15 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
 
   const double seconds = elapsed();
   table.print([&](std::FILE* f) {
-    fmt::print(f, "soak: seed {}, {} cases in {:.1f} s ({:.2f}/s): {} failing, {} distinct failure{} saved under {}{}\n",
-               config.seed, done, seconds, seconds > 0 ? static_cast<double>(done) / seconds : 0.0, failing_cases,
+    fmt::print(f, "soak: seed {}, {} case{} in {:.1f} s ({:.2f}/s): {} failing, {} distinct failure{} saved under {}{}\n",
+               config.seed, done, done == 1 ? "" : "s", seconds, seconds > 0 ? static_cast<double>(done) / seconds : 0.0, failing_cases,
                signatures.size(), signatures.size() == 1 ? "" : "s", save_dir.string(),
                repeats_of_known > 0 ? fmt::format(" ({} more met again)", repeats_of_known) : std::string());
     if (!config.out.quiet) print_failures(f, report);
   });
   if (config.out.quiet) print_failures(stderr, report);
+  if (wants_gpu && !gpu.unavailable.empty())
+    fmt::print(stderr, "pagecheck: warning: no GPU path ran ({}): only the reference was checked\n", gpu.unavailable);
   return write_reports(targets, report, std::max(report_exit_code(report), bundle_code));
 }
 
