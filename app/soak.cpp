@@ -62,6 +62,17 @@ std::string soak_case_command(std::uint64_t seed, std::uint64_t index, const Exe
   return command;
 }
 
+// A CUDA error that leaves the context unusable: every later launch of the
+// process fails, so the soak cannot go on (and a reduction would only find
+// that everything fails). Worker isolation would let it go on.
+bool context_lost(const std::string& reason) {
+  for (const char* sticky : {"illegal memory access", "illegal address", "illegal instruction", "misaligned address",
+                             "unspecified launch failure", "device-side assert", "launch timed out",
+                             "hardware stack error", "uncorrectable ECC"})
+    if (reason.find(sticky) != std::string::npos) return true;
+  return false;
+}
+
 // The progress line: "soak: 120 cases, 3.9/s, 2 failing (1 distinct), 41 s left".
 class SoakProgress {
  public:
@@ -167,6 +178,7 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
   Table table(table_stream);
   const bool color = stream_wants_color(table_stream, config.out.no_color);
   const bool only_one = config.only_case >= 0;
+  // Neither --minutes nor --cases: one minute. Both: whichever ends first.
   const double minutes = config.minutes > 0 ? config.minutes : (config.cases > 0 || only_one ? 0 : 1.0);
   const std::int64_t case_limit = only_one ? 1 : config.cases;
   const std::uint64_t first = only_one ? static_cast<std::uint64_t>(config.only_case) : config.first_case;
@@ -187,12 +199,13 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
   std::set<std::string> bundle_names;
   std::int64_t done = 0, failing_cases = 0, repeats_of_known = 0;
   int bundle_code = exit_code::kPass;
+  std::string lost_context;  // set by a sticky CUDA error: the soak stops
   const auto start = Clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
   for (std::uint64_t k = first;; ++k) {
     if (case_limit > 0 && done >= case_limit) break;
-    if (case_limit == 0 && elapsed() >= minutes * 60) break;
+    if (minutes > 0 && elapsed() >= minutes * 60) break;
     const SoakDraw draw = draw_soak_case(config.seed, k, limits);
     ExecOptions exec = config.exec;
     RunOptions run_options = setup->run_options;
@@ -227,12 +240,22 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
     if (outcome.failing && made.ok()) {
       // Each failing path: reduce it on a copy whose caches are held (the
       // reduction cuts pages), then save it once per signature.
+      // A lost context first: it was lost for every path's reduction, the
+      // paths that ran before the one whose launch lost it included.
+      for (const PathReport& row : outcome.report.paths)
+        if (row.status == PathStatus::Error && context_lost(row.reason) && lost_context.empty())
+          lost_context = row.path + ": " + row.reason;
       std::optional<Case> held;
       for (const PathReport& row : outcome.report.paths) {
         if (row.status != PathStatus::Fail && row.status != PathStatus::Error) continue;
         if (!held) {
           auto generated = generate_case(draw.spec);
-          if (!generated.ok()) break;
+          if (!generated.ok()) {
+            fmt::print(stderr, "pagecheck: {}: cannot make the case in memory to reduce and save it: {}\n",
+                       draw.spec.name, generated.error().describe());
+            bundle_code = exit_code::kRuntime;
+            break;
+          }
           held = std::move(*generated);
         }
         const std::string path = row.path;
@@ -250,10 +273,11 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
           return std::nullopt;
         };
         std::optional<ReducedFailure> reduced;
-        if (!config.no_reduce) reduced = reduce_failure(*held, config.max_tests, run_path);
+        if (!config.no_reduce && lost_context.empty()) reduced = reduce_failure(*held, config.max_tests, run_path);
         if (!reduced) {
-          // Not reduced (--no-reduce, or the path passed when run alone: a
-          // failure that needs the other paths' runs): the case as drawn.
+          // Not reduced (--no-reduce, a lost CUDA context, or the path passed
+          // when run alone: a failure that needs the other paths' runs): the
+          // case as drawn.
           reduced = ReducedFailure{*held, failure_kind(row), row, 0};
         }
         const std::string signature = failure_signature(path, reduced->kind, reduced->reduced);
@@ -296,6 +320,15 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
       }
     }
     if (outcome.failing || invalid) report.cases.push_back(std::move(outcome.report));
+    if (!lost_context.empty()) {
+      progress.clear();
+      fmt::print(stderr,
+                 "pagecheck: soak stops after case {}: a CUDA error left the device unusable ({}); the case is "
+                 "saved as drawn, replay it alone\n",
+                 k, lost_context);
+      report.errors.push_back(fmt::format("soak stopped after case {}: {}", k, lost_context));
+      break;
+    }
     const std::string left = case_limit > 0 ? fmt::format(", {} to go", case_limit - done)
                                             : fmt::format(", {:.0f} s left", std::max(0.0, minutes * 60 - elapsed()));
     progress.show(done, elapsed(), failing_cases, signatures.size(), left);

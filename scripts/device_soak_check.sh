@@ -33,6 +33,7 @@ archs=${2:-"90"}
 build=${BUILD:-build-soak}
 
 do_build() {
+  command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGECHECK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache || exit 4
   nice -n 10 ninja -C "$build" -j"${JOBS:-2}" pagecheck simple_decode simple_decode_faulty || exit 4
