@@ -70,7 +70,7 @@ do_run() {
   local minutes=${SOAK_MINUTES:-5} faulty_minutes=${FAULTY_MINUTES:-2}
 
   # 1. The built-in paths.
-  step soak_builtin $((minutes * 60 + 300)) "$pc" soak --minutes "$minutes" --seed "${SOAK_SEED:-1}" \
+  step soak_builtin $((minutes * 60 + 300)) "$pc" soak --minutes "$minutes" --seed "${SOAK_SEED:-1}" --require-gpu \
     --paths reference,direct,split,auto,prefill,fmha --json "$OUT/soak_builtin.json" \
     --save-failing "$OUT/soak_builtin_failures"
   local rc=$?
@@ -78,7 +78,7 @@ do_run() {
   else verdict FAIL "soak_builtin: exit $rc (bundles in soak_builtin_failures)"; fi
 
   # 2. The faulty example kernel: failures, each saved once, reduced, replayable.
-  step soak_faulty $((faulty_minutes * 60 + 600)) "$pc" soak --minutes "$faulty_minutes" --seed "${SOAK_SEED:-1}" \
+  step soak_faulty $((faulty_minutes * 60 + 600)) "$pc" soak --minutes "$faulty_minutes" --seed "${SOAK_SEED:-1}" --require-gpu \
     --kernel "$bin/libsimple_decode_faulty.so" --kernel "$bin/libsimple_decode.so" \
     --paths ext:simple_decode_stale_key,ext:simple_decode_no_lse,ext:simple_decode \
     --json "$OUT/soak_faulty.json" --save-failing "$OUT/soak_faulty_failures"
@@ -110,10 +110,10 @@ EOF
 
   # 3. Batch invariance over the default suite, default plan and --plan invariant.
   step invariance_default 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
-    --json "$OUT/invariance_default.json"
+    --require-gpu --json "$OUT/invariance_default.json"
   verdict INFO "invariance_default: exit $? (split/auto under the default plan are notes, not failures)"
   step invariance_fixed 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
-    --plan invariant --json "$OUT/invariance_fixed.json"
+    --require-gpu --plan invariant --json "$OUT/invariance_fixed.json"
   rc=$?
   if [ $rc -eq 0 ]; then verdict PASS "invariance_fixed: exit 0"; else verdict FAIL "invariance_fixed: exit $rc"; fi
   python3 - "$OUT" <<'EOF' | tee -a "$OUT/steps.txt"
@@ -139,7 +139,9 @@ for name in ("invariance_default", "invariance_fixed"):
         print(f"INFO: {name}: {path} first: {line}")
     if name == "invariance_fixed":
         bad = [p for p, c in tally.items() if c["not invariant"] > 0]
-        print(("PASS" if not bad else "FAIL") + f": invariance_fixed: not invariant on {bad or 'no path'}")
+        checked = sum(c["invariant"] for c in tally.values())
+        print(("PASS" if not bad and checked > 0 else "FAIL") +
+              f": invariance_fixed: {checked} path runs invariant; not invariant on {bad or 'no path'}")
     else:
         seen = [p for p in ("split", "auto") if tally[p]["not invariant"] > 0]
         print(f"INFO: invariance_default: the default plan not batch-invariant on {seen or 'no path (no case crossed a plan change)'}")
