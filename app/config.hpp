@@ -158,6 +158,7 @@ struct SoakConfig {
   std::uint64_t first_case = 0; // --first-case K: start at case K
   int max_tests = 200;          // reduce's budget per failure
   bool no_reduce = false;       // save failures as they are
+  bool stop_on_failure = false; // stop after the first failing case (how long a fault takes to show)
   ExecOptions exec;
   OutputOptions out;  // --save-failing: where each distinct failure goes (default soak-failures)
 };

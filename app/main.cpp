@@ -447,6 +447,9 @@ int real_main(int argc, char** argv) {
       ->capture_default_str()
       ->group("Soak");
   soak_cmd->add_flag("--no-reduce", soak.no_reduce, "Save each failing case as it is, not reduced")->group("Soak");
+  soak_cmd->add_flag("--stop-on-failure", soak.stop_on_failure,
+                     "Stop after the first failing case (the end line says when it came)")
+      ->group("Soak");
   add_exec_options(soak_cmd, soak.exec, false);
   add_output_options(soak_cmd, soak.out);
 

@@ -200,6 +200,7 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
   std::int64_t done = 0, failing_cases = 0, repeats_of_known = 0;
   int bundle_code = exit_code::kPass;
   std::string lost_context;  // set by a sticky CUDA error: the soak stops
+  std::string first_failure;  // "; the first failing case: K after T s"
   const auto start = Clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
@@ -229,6 +230,7 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
     ++done;
     const bool invalid = !outcome.report.errors.empty();
     if (outcome.failing || invalid) {
+      if (failing_cases == 0) first_failure = fmt::format("; the first failing case: {} after {:.1f} s", k, elapsed());
       ++failing_cases;
       progress.clear();
       if (!config.out.quiet)
@@ -329,6 +331,7 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
       report.errors.push_back(fmt::format("soak stopped after case {}: {}", k, lost_context));
       break;
     }
+    if (config.stop_on_failure && (outcome.failing || invalid)) break;
     const std::string left = case_limit > 0 ? fmt::format(", {} to go", case_limit - done)
                                             : fmt::format(", {:.0f} s left", std::max(0.0, minutes * 60 - elapsed()));
     progress.show(done, elapsed(), failing_cases, signatures.size(), left);
@@ -337,10 +340,11 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
 
   const double seconds = elapsed();
   table.print([&](std::FILE* f) {
-    fmt::print(f, "soak: seed {}, {} case{} in {:.1f} s ({:.2f}/s): {} failing, {} distinct failure{} saved under {}{}\n",
+    fmt::print(f, "soak: seed {}, {} case{} in {:.1f} s ({:.2f}/s): {} failing, {} distinct failure{} saved under {}{}{}\n",
                config.seed, done, done == 1 ? "" : "s", seconds, seconds > 0 ? static_cast<double>(done) / seconds : 0.0, failing_cases,
                signatures.size(), signatures.size() == 1 ? "" : "s", save_dir.string(),
-               repeats_of_known > 0 ? fmt::format(" ({} more met again)", repeats_of_known) : std::string());
+               repeats_of_known > 0 ? fmt::format(" ({} more met again)", repeats_of_known) : std::string(),
+               first_failure);
     if (!config.out.quiet) print_failures(f, report);
   });
   if (config.out.quiet) print_failures(stderr, report);

@@ -26,6 +26,8 @@
 #            --paths auto with the default plan and with --plan invariant
 #            (the cost of the batch-invariant plan).
 #       The summary (steps.txt, and PASS:/FAIL: lines) is printed last.
+#   scripts/device_soak_check.sh mutants         (on the GPU machine)
+#       soak against the mutation self-test's binaries (see do_mutants).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -175,8 +177,45 @@ EOF
   cat "$OUT/steps.txt"
 }
 
+# How strong soak is (issue 21, part 3): the control and each mutant binary
+# of scripts/mutants/build.sh (built from a tree that has soak) soak for
+# MUTANT_SECONDS (default 90) with --stop-on-failure, JOBS (default 4) at a
+# time on the one GPU, each capped at 1/JOBS of the device memory
+# (PAGECHECK_DEVICE_MEMORY_LIMIT) so that their huge pools fit side by side.
+# A mutant is killed when its soak fails where the control's does not; the
+# end line gives the case and the seconds of the first failure (seconds
+# under JOBS-way sharing of the GPU). Writes $OUT/mutants.txt.
+do_mutants() {
+  OUT=${OUT:-./devout}
+  mkdir -p "$OUT/mutants"
+  local pack=${PACK:-build-mutants/carry/binaries.tar.xz} bin
+  bin=$(mktemp -d)
+  tar -C "$bin" -xJf "$pack" 2>/dev/null ||
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2])" "$pack" "$bin" || exit 4
+  chmod +x "$bin"/*
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64" NO_COLOR=1
+  local seconds=${MUTANT_SECONDS:-90} jobs=${JOBS:-4} minutes total_gib
+  minutes=$(awk "BEGIN { print $seconds / 60 }")
+  total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{ print int($1 / 1024) }')
+  local cap="$((total_gib * 9 / 10 / jobs))G"
+  ls "$bin" | grep -v '^test_' | xargs -P "$jobs" -I{} sh -c \
+    "PAGECHECK_DEVICE_MEMORY_LIMIT=$cap timeout $((seconds + 300)) '$bin/{}' soak --minutes $minutes \
+       --seed ${SOAK_SEED:-1} --stop-on-failure --no-reduce -q --json '$OUT/mutants/{}.json' \
+       --save-failing '$OUT/mutants/{}' >'$OUT/mutants/{}.log' 2>&1; echo \$? >'$OUT/mutants/{}.rc'"
+  {
+    echo "seed ${SOAK_SEED:-1}, $seconds s each, $jobs at a time, device memory cap $cap each"
+    for f in "$OUT"/mutants/*.rc; do
+      local name
+      name=$(basename "$f" .rc)
+      echo "$name rc=$(cat "$f"): $(grep -o 'soak: seed.*' "$OUT/mutants/$name.log" | tail -1)"
+      grep -m3 '^  soak-' "$OUT/mutants/$name.log" | sed 's/^/    /'
+    done
+  } | tee "$OUT/mutants.txt"
+}
+
 case "$mode" in
   build) do_build ;;
   run) do_run ;;
-  *) echo "usage: $0 build [ARCHS] | run" >&2; exit 2 ;;
+  mutants) do_mutants ;;
+  *) echo "usage: $0 build [ARCHS] | run | mutants" >&2; exit 2 ;;
 esac

@@ -34,7 +34,7 @@ TEST_CASE("soak --case K runs case K of the seed alone, as the stream ran it") {
   CHECK(one.rc == 0);
   CHECK(contains(one.out, "seed 9, one case, from case 4"));
   CHECK(contains(one.out, "soak: seed 9, 1 case in"));
-  const auto from = run_tool(soak("--seed 9 --cases 1 --first-case 4"));
+  const auto from = run_tool(soak("--seed 9 --cases 1 --first-case 4 --stop-on-failure"));
   CHECK(from.rc == 0);
   CHECK(contains(from.out, "soak: seed 9, 1 case in"));
 }
