@@ -246,6 +246,20 @@ TEST_CASE("batch variants: each sequence alone, and the batch reversed and padde
   }
 }
 
+TEST_CASE("batch variants of a larger batch: the first, last, longest and shortest sequence alone") {
+  const Case c = small_mixed_case(TableForm::Dense, {9, 30, 3, 12, 7, 10});
+  const auto variants = batch_variants(c);
+  std::vector<std::string> names;
+  for (const auto& v : variants) names.push_back(v.name);
+  // First 0, last 5, longest 1 (30 keys), shortest 2 (3 keys), then the padded batch.
+  REQUIRE(names.size() == 5);
+  CHECK(names[0] == "alone 0");
+  CHECK(names[1] == "alone 1");
+  CHECK(names[2] == "alone 2");
+  CHECK(names[3] == "alone 5");
+  CHECK(variants.back().source.size() == static_cast<std::size_t>(kInvariancePaddedCtas / c.kv_heads()));
+}
+
 TEST_CASE("the reference is batch-invariant: every variant bitwise the full batch's") {
   for (TableForm form : {TableForm::Dense, TableForm::Csr}) {
     const Case c = small_mixed_case(form, {5, 9, 13, 2});

@@ -19,8 +19,21 @@ std::string BatchDifference::describe() const {
 std::vector<BatchVariant> batch_variants(const Case& c) {
   std::vector<BatchVariant> out;
   const std::int64_t n = c.num_seqs();
-  if (n >= 2)
-    for (std::int64_t s = 0; s < n; ++s) out.push_back({fmt::format("alone {}", s), {s}});
+  if (n >= 2) {
+    // Each sequence alone; past kInvarianceMaxAlone sequences, the first, the
+    // last, the longest and the shortest (a path runs once per variant).
+    std::vector<std::int64_t> alone;
+    if (n <= kInvarianceMaxAlone) {
+      for (std::int64_t s = 0; s < n; ++s) alone.push_back(s);
+    } else {
+      const auto longest = std::max_element(c.seq_lens.begin(), c.seq_lens.end()) - c.seq_lens.begin();
+      const auto shortest = std::min_element(c.seq_lens.begin(), c.seq_lens.end()) - c.seq_lens.begin();
+      alone = {0, n - 1, longest, shortest};
+      std::sort(alone.begin(), alone.end());
+      alone.erase(std::unique(alone.begin(), alone.end()), alone.end());
+    }
+    for (const std::int64_t s : alone) out.push_back({fmt::format("alone {}", s), {s}});
+  }
   const std::int64_t padded = std::clamp<std::int64_t>(
       (kInvariancePaddedCtas + c.kv_heads() - 1) / std::max<std::int64_t>(1, c.kv_heads()), n + 1,
       std::max(n + 1, kInvarianceMaxPadded));

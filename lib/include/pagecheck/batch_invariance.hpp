@@ -23,6 +23,7 @@
 namespace pagecheck {
 
 inline constexpr std::int64_t kInvariancePaddedCtas = 288;
+inline constexpr std::int64_t kInvarianceMaxAlone = 4;
 inline constexpr std::int64_t kInvarianceMaxPadded = 512;
 
 // One batch the check runs: for each of its sequences, the sequence of the
@@ -32,8 +33,9 @@ struct BatchVariant {
   std::vector<std::int64_t> source;  // per sequence of the variant: the full case's sequence, -1 a filler
 };
 
-// The variants of `c`: each sequence alone (when there are two or more), and
-// the permuted, padded batch.
+// The variants of `c`: each sequence alone (when there are two or more; of
+// more than kInvarianceMaxAlone, the first, the last, the longest and the
+// shortest), and the permuted, padded batch.
 std::vector<BatchVariant> batch_variants(const Case& c);
 
 // The case of a variant: the sequences of `c` in the variant's order, a
