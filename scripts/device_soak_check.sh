@@ -26,6 +26,8 @@
 #            --paths auto with the default plan and with --plan invariant
 #            (the cost of the batch-invariant plan).
 #       The summary (steps.txt, and PASS:/FAIL: lines) is printed last.
+#       STEPS="builtin" / STEPS="faulty invariance bench" run a part (one
+#       device call is at most 10 minutes: the two parts take about 6 and 5).
 #   scripts/device_soak_check.sh mutants         (on the GPU machine)
 #       soak against the mutation self-test's binaries (see do_mutants).
 set -u
@@ -57,6 +59,11 @@ step() {
 
 verdict() { echo "$1: $2" | tee -a "$OUT/steps.txt"; }
 
+# STEPS (default "builtin faulty invariance bench"): which steps run. One
+# device call is at most 10 minutes: run builtin in one call and the rest in
+# the next.
+wants() { case " ${STEPS:-builtin faulty invariance bench} " in *" $1 "*) return 0 ;; esac; return 1; }
+
 do_run() {
   OUT=${OUT:-./devout}
   mkdir -p "$OUT"
@@ -71,6 +78,7 @@ do_run() {
   nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv | tee -a "$OUT/steps.txt"
   local minutes=${SOAK_MINUTES:-5} faulty_minutes=${FAULTY_MINUTES:-2}
 
+  if wants builtin; then
   # 1. The built-in paths.
   step soak_builtin $((minutes * 60 + 300)) "$pc" soak --minutes "$minutes" --seed "${SOAK_SEED:-1}" --require-gpu \
     --paths reference,direct,split,auto,prefill,fmha --json "$OUT/soak_builtin.json" \
@@ -78,7 +86,9 @@ do_run() {
   local rc=$?
   if [ $rc -eq 0 ]; then verdict PASS "soak_builtin: exit 0 ($(grep -o 'soak: seed.*' "$OUT/soak_builtin.log" | tail -1))"
   else verdict FAIL "soak_builtin: exit $rc (bundles in soak_builtin_failures)"; fi
+  fi
 
+  if wants faulty; then
   # 2. The faulty example kernel: failures, each saved once, reduced, replayable.
   step soak_faulty $((faulty_minutes * 60 + 600)) "$pc" soak --minutes "$faulty_minutes" --seed "${SOAK_SEED:-1}" --require-gpu \
     --kernel "$bin/libsimple_decode_faulty.so" --kernel "$bin/libsimple_decode.so" \
@@ -109,7 +119,9 @@ for p in ("ext:simple_decode_stale_key", "ext:simple_decode_no_lse"):
     print(("PASS" if per_path[p] > 0 else "FAIL") + f": soak_faulty: {p} saved {per_path[p]} time(s)")
 print(("PASS" if per_path["ext:simple_decode"] == 0 else "FAIL") + f": soak_faulty: ext:simple_decode saved {per_path['ext:simple_decode']} time(s)")
 EOF
+  fi
 
+  if wants invariance; then
   # 3. Batch invariance over the default suite, default plan and --plan invariant.
   step invariance_default 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
     --require-gpu --json "$OUT/invariance_default.json"
@@ -148,7 +160,9 @@ for name in ("invariance_default", "invariance_fixed"):
         seen = [p for p in ("split", "auto") if tally[p]["not invariant"] > 0]
         print(f"INFO: invariance_default: the default plan not batch-invariant on {seen or 'no path (no case crossed a plan change)'}")
 EOF
+  fi
 
+  if wants bench; then
   # 4. The cost of the batch-invariant plan on the decode bench shapes.
   step bench_default 600 "$pc" bench --shapes decode --paths auto --json "$OUT/bench_default.json"
   step bench_invariant 600 "$pc" bench --shapes decode --paths auto --plan invariant --json "$OUT/bench_invariant.json"
@@ -172,6 +186,8 @@ try:
 except Exception as e:
     print(f"FAIL: bench summary: {e}")
 EOF
+  fi
+
   tar czf "$OUT/soakcheck.tgz" -C "$OUT" --exclude soakcheck.tgz . 2>/dev/null
   echo "== summary"
   cat "$OUT/steps.txt"
