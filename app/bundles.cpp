@@ -53,6 +53,7 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
   if (exec.require_gpu) args.emplace_back("--require-gpu");
   if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
   if (exec.no_checks) args.emplace_back("--no-checks");
+  if (exec.check_batch_invariance) args.emplace_back("--check-batch-invariance");
   // Timing as it ran, so a timing regression replays the same way.
   if (exec.no_timing) {
     args.emplace_back("--no-timing");

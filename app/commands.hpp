@@ -14,6 +14,7 @@ int cmd_inspect(const InspectConfig& config);
 int cmd_tune(const TuneConfig& config, const Invocation& invocation);
 int cmd_bench(const BenchConfig& config, const Invocation& invocation);
 int cmd_reduce(const ReduceConfig& config, const Invocation& invocation);
+int cmd_soak(const SoakConfig& config, const Invocation& invocation);  // app/soak.cpp
 int cmd_merge(const MergeConfig& config, const Invocation& invocation);  // app/merge.cpp
 int cmd_compare(const CompareConfig& config);                            // app/compare.cpp
 

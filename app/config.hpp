@@ -71,6 +71,9 @@ struct ExecOptions {
   int warmup = 3;
   bool no_timing = false;
   bool no_checks = false;
+  // --check-batch-invariance (on in soak): each path's result compared bit
+  // for bit with its results for re-batched sequences (app/batch_check.hpp).
+  bool check_batch_invariance = false;
   std::string plan;         // --plan direct | split:P:T
   std::string tuning_file;  // --tuning FILE
   int threads = 0;          // reference threads, 0: all cores
@@ -156,6 +159,21 @@ struct ReduceConfig {
   int max_tests = 300;  // runs of the path, the first (the input) included
   bool quiet = false;
   ExecOptions exec;
+};
+
+// pagecheck soak (docs/cli.md "soak"): random cases until the time or the
+// count is spent, each failure reduced and saved once.
+struct SoakConfig {
+  double minutes = 0;           // --minutes M (0: not given)
+  std::int64_t cases = 0;       // --cases N (0: not given)
+  std::uint64_t seed = 1;       // --seed S
+  std::int64_t only_case = -1;  // --case K: case K of seed S alone (-1: not given)
+  std::uint64_t first_case = 0; // --first-case K: start at case K
+  int max_tests = 200;          // reduce's budget per failure
+  bool no_reduce = false;       // save failures as they are
+  bool stop_on_failure = false; // stop after the first failing case (how long a fault takes to show)
+  ExecOptions exec;
+  OutputOptions out;  // --save-failing: where each distinct failure goes (default soak-failures)
 };
 
 // What main() knows about itself, for reports and replay commands.

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "batch_check.hpp"
 #include "judging.hpp"
 #include "specs.hpp"
 #include "test_faults.hpp"
@@ -118,6 +119,10 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
           row.reason = failures.front();
           for (std::size_t i = 1; i < failures.size(); ++i) row.check_failures.push_back(failures[i]);
         }
+      }
+      if (exec.check_batch_invariance && reference_selected && row.status == PathStatus::Pass) {
+        progress.update(index, total, c.name, "reference: batch invariance");
+        check_row_batch_invariance(c, nullptr, exec.threads, run_options, out_f, lse_f, row);
       }
       if (keep_outputs) outcome.outputs.push_back({"reference", std::move(out_f), std::move(lse_f)});
     }
@@ -254,6 +259,10 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       row.status = PathStatus::Fail;
       row.reason = failures.empty() ? r.check_failures.front() : failures.front();
       for (std::size_t i = 1; i < failures.size(); ++i) row.check_failures.insert(row.check_failures.begin(), failures[i]);
+    }
+    if (exec.check_batch_invariance && row.status == PathStatus::Pass) {
+      progress.update(index, total, c.name, name + ": batch invariance");
+      check_row_batch_invariance(c, path, exec.threads, run_options, r.output, r.lse, row);
     }
     if (keep_outputs) outcome.outputs.push_back({name, std::move(r.output), std::move(r.lse)});
     cr.paths.push_back(std::move(row));

@@ -106,7 +106,8 @@ const CLI::Validator kShard(
     },
     "I/N");
 
-const std::vector<std::string> kSubcommands = {"run", "replay", "gen", "inspect", "tune", "bench", "reduce", "merge", "compare"};
+const std::vector<std::string> kSubcommands = {"run",    "replay", "gen",  "inspect", "tune",
+                                               "bench",  "reduce", "soak", "merge",   "compare"};
 
 // Edit distance with transpositions ("replya" is one step from "replay").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -292,7 +293,13 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
       ->excludes(warmup)
       ->group(g);
   cmd->add_flag("--no-checks", e.no_checks, "Skip the repeatability and graph-replay checks")->group(g);
-  cmd->add_option("--plan", e.plan, "Decode plan: direct | split:PARTITION:THRESHOLD (default: the heuristic, or --tuning)")
+  if (!bench)
+    cmd->add_flag("--check-batch-invariance", e.check_batch_invariance,
+                  "Compare each path's output bit for bit with its output for each sequence alone and for the batch "
+                  "permuted and padded")
+        ->group(g);
+  cmd->add_option("--plan", e.plan,
+                  "Decode plan: direct | invariant | split:PARTITION:THRESHOLD (default: the heuristic, or --tuning)")
       ->group(g);
   cmd->add_option("--tuning", e.tuning_file, "Tuning file written by `pagecheck tune`")->group(g);
   cmd->add_option("--threads", e.threads, "Reference threads (0: all cores)")
@@ -451,6 +458,34 @@ int real_main(int argc, char** argv) {
       ->capture_default_str();
   reduce_cmd->add_flag("-q,--quiet", reduce.quiet, "No progress lines");
   add_exec_options(reduce_cmd, reduce.exec, false);
+  SoakConfig soak;
+  auto* soak_cmd = app.add_subcommand(
+      "soak", "Random valid cases over the whole generator space; each failure reduced and saved once");
+  auto* soak_minutes = soak_cmd->add_option("--minutes", soak.minutes, "Run for M minutes (default 1 without --cases)")
+                           ->check(kPositiveFinite)
+                           ->group("Soak");
+  auto* soak_cases = soak_cmd->add_option("--cases", soak.cases, "Run N cases")->check(kPositiveInt)->group("Soak");
+  soak_cmd->add_option("--seed", soak.seed, "Seed of the case stream")->check(kSeed)->capture_default_str()->group("Soak");
+  soak_cmd->add_option("--case", soak.only_case, "Run case K of the seed alone (as a failure's line names it)")
+      ->check(kNonNegativeInt)
+      ->excludes(soak_minutes)
+      ->excludes(soak_cases)
+      ->group("Soak");
+  soak_cmd->add_option("--first-case", soak.first_case, "Start at case K of the seed")
+      ->check(kSeed)
+      ->capture_default_str()
+      ->group("Soak");
+  soak_cmd->add_option("--max-tests", soak.max_tests, "Reduce's budget per failure: runs of the path")
+      ->check(kPositiveInt32)
+      ->capture_default_str()
+      ->group("Soak");
+  soak_cmd->add_flag("--no-reduce", soak.no_reduce, "Save each failing case as it is, not reduced")->group("Soak");
+  soak_cmd->add_flag("--stop-on-failure", soak.stop_on_failure,
+                     "Stop after the first failing case (the end line says when it came)")
+      ->group("Soak");
+  add_exec_options(soak_cmd, soak.exec, false);
+  add_output_options(soak_cmd, soak.out);
+
   MergeConfig merge;
   auto* merge_cmd = app.add_subcommand("merge", "Join JSON reports (shards of one run, or separate runs) into one");
   merge_cmd->add_option("reports", merge.files, "JSON reports written by run, replay or bench --json")->required();
@@ -565,6 +600,15 @@ int real_main(int argc, char** argv) {
         0)
       reduce.exec.no_timing = true;
     return cmd_reduce(reduce, invocation);
+  }
+  if (soak_cmd->parsed()) {
+    // Correctness only unless timing was asked for, as reduce.
+    if (soak_cmd->get_option("--hot")->count() + soak_cmd->get_option("--warmup")->count() +
+            soak_cmd->get_option("--repeats")->count() ==
+        0)
+      soak.exec.no_timing = true;
+    soak.exec.check_batch_invariance = true;
+    return cmd_soak(soak, invocation);
   }
   if (merge_cmd->parsed()) return cmd_merge(merge, invocation);
   if (compare_cmd->parsed()) return cmd_compare(compare);

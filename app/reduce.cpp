@@ -20,6 +20,7 @@
 #include <fmt/ranges.h>
 
 #include "commands.hpp"
+#include "reducer.hpp"
 #include "bundles.hpp"
 #include "case_sources.hpp"
 #include "evaluate.hpp"
@@ -33,10 +34,6 @@
 namespace pagecheck::app {
 namespace fs = std::filesystem;
 
-namespace {
-
-// The kind of a failing row's first failure (its reason), in the order the
-// runner lists them; "same way" means the same status and this kind.
 std::string failure_kind(const PathReport& row) {
   if (row.status == PathStatus::Error) return "error";
   const std::string& r = row.reason;
@@ -54,8 +51,11 @@ std::string failure_kind(const PathReport& row) {
   if (r.find("graph") != std::string::npos || r.find("changing the table") != std::string::npos ||
       r.find("changed lengths") != std::string::npos)
     return "graph replay";
+  if (r.find("batch-invariant") != std::string::npos) return "batch invariance";
   return "check: " + r.substr(0, r.find(':'));
 }
+
+namespace {
 
 // "[4, 17, 1]": a list of lengths, abbreviated past 8.
 std::string short_list(const std::vector<std::int64_t>& values) {
@@ -283,6 +283,20 @@ class Reducer {
   PathStatus status_ = PathStatus::Fail;
   std::string kind_;
 };
+
+}  // namespace
+
+std::optional<ReducedFailure> reduce_failure(const Case& c, int max_tests,
+                                             const std::function<std::optional<PathReport>(const Case&)>& run) {
+  Reducer reducer(false, max_tests, true, run);
+  const auto first = reducer.start(c);
+  if (!first || (first->status != PathStatus::Fail && first->status != PathStatus::Error)) return std::nullopt;
+  ReducedFailure out{reducer.reduce(c), reducer.kind(), *first, 0};
+  out.tests = reducer.tests();
+  return out;
+}
+
+namespace {
 
 std::string default_output(const std::string& file) {
   const fs::path in(file);

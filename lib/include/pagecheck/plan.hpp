@@ -29,8 +29,16 @@ struct Plan {
   std::string_view source_name() const;
 };
 
-// Parses "direct" or "split:PARTITION:THRESHOLD" (source = Explicit).
+// Parses "direct", "invariant" (batch_invariant_plan) or
+// "split:PARTITION:THRESHOLD" (source = Explicit).
 Expected<Plan> parse_plan(std::string_view text);
+
+// The batch-invariant plan (`--plan invariant`): split:1024:1024, the same
+// for every batch, so that a sequence's split depends on its own length
+// only. The built-in heuristic chooses from the batch size (direct past two
+// waves of CTAs), which makes `auto` not batch-invariant.
+inline constexpr std::int64_t kInvariantPartitionTokens = 1024;
+Plan batch_invariant_plan();
 
 // What the planner looks at (the runtime module's AttentionPlanRequest).
 struct PlanRequest {
