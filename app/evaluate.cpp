@@ -10,6 +10,7 @@
 #include "judging.hpp"
 #include "specs.hpp"
 #include "test_faults.hpp"
+#include "pagecheck/content_hash.hpp"
 #include "pagecheck/limits.hpp"
 #include "pagecheck/metrics.hpp"
 #include "pagecheck/reference.hpp"
@@ -26,6 +27,7 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
   cr.name = c.name;
   cr.description = c.params.description;
   cr.geometry = describe_geometry(c);
+  cr.content_hash = case_content_hash(c);
 
   const ValidationReport validation = validate_case(c);
   cr.warnings = validation.warnings;
@@ -104,6 +106,8 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       if (!c.caches_held()) row.notes["caches_ms"] = fmt::format("{:.3f}", reference->cache_ms);
       std::vector<float> out_f(reference->output.begin(), reference->output.end());
       std::vector<float> lse_f(reference->lse.begin(), reference->lse.end());
+      row.output_digest = values_digest(out_f);
+      row.lse_digest = values_digest(lse_f);
       if (have_recorded) {
         // The reference is the judge of the recorded output: when they
         // disagree, the recorded output (or the reference) is wrong.
@@ -239,6 +243,8 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     row.timings = r.timings;
     row.plan = r.plan;
     row.notes = r.notes;
+    row.output_digest = values_digest(r.output);
+    if (!r.lse.empty()) row.lse_digest = values_digest(r.lse);
 
     std::vector<std::string> failures;
     if (r.output.size() != expected_elements)
