@@ -57,16 +57,8 @@ do_build() {
   ls -la "$build/carry"
 }
 
-# step NAME TIMEOUT CMD...: runs CMD with a time limit, logs to $OUT/NAME.log.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "$name rc=$rc ($((SECONDS - t0)) s)" | tee -a "$OUT/steps.txt"
-  return $rc
-}
+# step NAME TIMEOUT CMD...: scripts/device_steps.sh.
+source scripts/device_steps.sh  # the scripts run from the repository root
 
 do_run() {
   OUT=${OUT:-fiout}

@@ -47,15 +47,8 @@ do_build() {
   ls -la "$build/carry"
 }
 
-step() {
-  local name=$1 limit=$2
-  shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
-  local rc=$?
-  echo "$name rc=$rc ($((SECONDS - t0)) s)" | tee -a "$OUT/steps.txt"
-  return $rc
-}
+# step NAME TIMEOUT CMD...: scripts/device_steps.sh.
+source scripts/device_steps.sh  # the scripts run from the repository root
 
 verdict() { echo "$1: $2" | tee -a "$OUT/steps.txt"; }
 
