@@ -11,7 +11,8 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "runner.hpp"
+#include "report_targets.hpp"
+#include "table.hpp"
 #include "pagecheck/compare.hpp"
 #include "pagecheck/report_read.hpp"
 
