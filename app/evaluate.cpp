@@ -27,7 +27,6 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
   cr.name = c.name;
   cr.description = c.params.description;
   cr.geometry = describe_geometry(c);
-  cr.content_hash = case_content_hash(c);
 
   const ValidationReport validation = validate_case(c);
   cr.warnings = validation.warnings;
@@ -35,6 +34,9 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     cr.errors = validation.errors;
     return outcome;
   }
+  // Hashed once the case validates: a hostile geometry's sizes overflow
+  // (an invalid case has no hash; compare pairs it by name).
+  cr.content_hash = case_content_hash(c);
 
   Judging tol = tolerances_for(c, exec);
   tol.error_maps = keep_error_maps;
