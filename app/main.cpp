@@ -565,6 +565,16 @@ int real_main(int argc, char** argv) {
     return exit_code::kUsage;
   }
 
+  // The decode loop override (docs/cli.md "Environment"), checked the same way.
+  if (const char* kernel = std::getenv("PAGECHECK_DECODE_KERNEL"); kernel != nullptr && *kernel != '\0') {
+    const std::string_view k = kernel;
+    if (k != "mma" && k != "simt") {
+      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_KERNEL='{}' is not a decode loop; use mma (the tensor-core "
+                         "loop) or simt (the CUDA-core loop, the default)\n", k);
+      return exit_code::kUsage;
+    }
+  }
+
   // The device-memory cap of the GPU paths' memory check (docs/cli.md
   // "Environment"): a typo would otherwise silently check against the real
   // free memory.

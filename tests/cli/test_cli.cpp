@@ -433,6 +433,14 @@ TEST_CASE("--save-failing writes a bundle that reproduces the failure") {
   CHECK(saved->recorded_output->dtype == pagecheck::DType::BF16);  // the original recording, not the reference
 }
 
+TEST_CASE("PAGECHECK_DECODE_KERNEL: mma and simt are accepted, anything else is a usage error") {
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_KERNEL=mma").rc == 0);
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_KERNEL=simt").rc == 0);
+  const Result r = run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_KERNEL=tensor");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "PAGECHECK_DECODE_KERNEL='tensor'"));
+}
+
 TEST_CASE("PAGECHECK_ATTN_KERNEL: mma, wgmma and auto are accepted, anything else is a usage error") {
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_ATTN_KERNEL=mma").rc == 0);
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_ATTN_KERNEL=wgmma").rc == 0);
