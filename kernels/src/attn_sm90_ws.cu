@@ -828,6 +828,8 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   }();
   if (forced_v3) return false;
   if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
+  // A driver without the tensor-map encoder: attn_sm90.cu's kernel instead.
+  if (encode_tiled() == nullptr) return false;
   if (view.kv_dtype != DType::BF16 && view.kv_dtype != DType::F16) return false;
   if (contiguous) return view.kv_dtype == DType::BF16;
   // Rows of 16-byte chunks (and tensor-map strides in multiples of 16 bytes).
