@@ -1,27 +1,33 @@
 // attn_sm90_ws: the warp-specialised Hopper prefill / FMHA kernel (sm_90a).
 //
-//   attn_ws_kernel<WsTraits<KV, CONTIG>>
-//       KV BF16 / F16 (wgmma operands as stored); CONTIG: K/V from the
-//       gather's contiguous workspace (fmha) instead of pages (prefill).
-//       Head dim 128 for K and V. Pages: block sizes 8, 16, 32, 64, 128, 256
-//       (whole TMA boxes per page); every other case runs attn_sm90.cu's
-//       kernel or the portable one (sm90_ws_supports says which).
+//   attn_ws_kernel<WsTraits<KV, SRC>>
+//       KV BF16 / F16 (wgmma operands as stored), head dim 128 for K and V.
+//       SRC (KvSource): PagedTma (pages of 16..256 slots, powers of two:
+//       whole tensor-copy boxes), PagedRows (any other page size: cp.async
+//       rows), Contiguous (the gather's workspace, fmha). Every other case
+//       runs attn_sm90.cu's kernel or the portable one (sm90_ws_supports and
+//       sm90_ws_uses_tma say which; docs/gpu-paths.md has the table).
 //
-// Roles (384 threads, one CTA per SM, one CTA per (query tile of 128 rows,
-// sequence, KV head), heaviest tiles first; rows are (token, GQA head) pairs
-// as in prefill_common.cuh):
-// - Producer warpgroup (warps 8-11, setmaxnreg 24): warp 8 alone works.
-//   Lane b reads the page of box b of the next tile from the table a tile
-//   ahead; lane 0 issues the tile's K, then V, as tensor copies
-//   (cp.async.bulk.tensor, 4-D maps over (dim, slot, head, block), boxes of
-//   64 dims x min(block, 128) slots, 128-byte swizzle: exactly the layout
-//   the wgmma descriptors read), completing on the stage's full mbarrier
-//   with its byte count. A box with a key outside [key_lo, key_hi) (the
-//   sequence's first and last tiles only) is copied row by row by the
-//   warp's lanes with 16-byte cp.async, invalid rows zero-filled (slots
-//   past seq_len may hold NaN, and P = 0 times NaN would poison O), then
-//   fenced for the async proxy before lane 0 arrives.
-// - Two consumer warpgroups of 64 query rows (setmaxnreg 240), each:
+// Grid: persistent, one CTA per SM (384 threads, one CTA per SM). Work tiles
+// are 128 query rows of one (sequence, KV head) (rows are (token, GQA head)
+// pairs as in prefill_common.cuh), taken blockIdx.x, + gridDim.x, ...,
+// heaviest first inside sections of pairs whose K/V fit in half of L2
+// (decode_work). Producer and consumers decode the same sequence.
+// - Producer warpgroup (warps 8-11; setmaxnreg 24 for tensor copies, 56 for
+//   rows). Per work tile, warp 8 copies Q by tensor copy into Q buffer
+//   item % 2 (when the query is already in the operand type), once the
+//   consumers released the work tile two before. K/V go in the order the
+//   consumers take them: K_0, then K_j with V_{j-1}, then V_{n-1}.
+//   Tensor copies: warp 8 alone; lane b reads the page of box b a tile
+//   ahead, lane pairs issue the tile's boxes (64 dims x min(block, 128)
+//   slots, 128-byte swizzle: the layout the wgmma descriptors read) on the
+//   stage's full mbarrier with its byte count. A box not inside [key_lo,
+//   seq_len) (the sequence's last page, a window's first) is copied row by
+//   row with zero fill for keys outside [key_lo, key_hi), then fenced for
+//   the async proxy. Rows: each of the 128 lanes owns one key of a tile,
+//   writes its element offset to shared memory, and each warp copies its 32
+//   rows with 16-byte cp.async, arriving with cp.async.mbarrier.arrive.
+// - Two consumer warpgroups of 64 query rows (setmaxnreg 240 / 224), each:
 //   S_j = Q K_j^T (wgmma SS) is issued before P_{j-1} V_{j-1} (wgmma RS),
 //   both in flight together; the softmax of S_j runs while P_{j-1} V_{j-1}
 //   is still on the tensor cores (FlashAttention-3's intra-warpgroup
@@ -29,13 +35,14 @@
 // - Ping-pong: each warpgroup issues its GEMMs of an iteration only on its
 //   turn (named barrier kTurnBar + wg, 256 threads: the other warpgroup
 //   arrives on it once it has issued its own), so one warpgroup's softmax
-//   runs under the other's GEMMs. Warpgroup 1 arrives first, at the start,
-//   and skips its arrival after its last issue, so every barrier balances.
+//   runs under the other's GEMMs. Warpgroup 1 arrives once at the start and
+//   warpgroup 0 syncs once at the end, so every barrier balances.
 //
 // Pipeline: kStages stages of K and of V; barriers per stage k_full, v_full
-// (one producer arrival with the transaction bytes), k_empty, v_empty (one
-// arrival per consumer warp, 8). Stage of tile i: i % kStages, phase parity
-// (i / kStages) & 1.
+// (tensor copies: one arrival with the transaction bytes; rows: one per
+// producer lane), k_empty, v_empty (one arrival per consumer warp, 8); per
+// Q buffer q_full, q_empty. Tiles are counted over all work of the CTA:
+// stage count % kStages, phase parity (count / kStages) & 1.
 //
 // Every length and table entry is read from device memory; the grid and the
 // tensor maps depend only on capacity fields, so captured launches replay
