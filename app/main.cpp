@@ -570,7 +570,7 @@ int real_main(int argc, char** argv) {
     const std::string_view k = kernel;
     if (k != "mma" && k != "simt") {
       fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_KERNEL='{}' is not a decode loop; use mma (the tensor-core "
-                         "loop) or simt (the CUDA-core loop, the default)\n", k);
+                         "loop where it applies, the default) or simt (the CUDA-core loop everywhere)\n", k);
       return exit_code::kUsage;
     }
   }

@@ -1,14 +1,15 @@
 // Tensor-core inner loop of the decode paths (issue 18, item 1), for BF16 and
 // F16 K/V and, at head dims 128 and 256, fp8 K/V (widened exactly to F16 in
-// registers; k_scale is in q, v_scale on the output as in the CUDA-core
-// loop): the same per-CTA job as attend_range() in decode_common.cuh (one
+// registers; k_scale is in the f32 scale of S, v_scale on the output as in
+// the CUDA-core loop): the same per-CTA job as attend_range() in decode_common.cuh (one
 // (sequence, kv head, head tile) over keys [begin, end), per-warp states left
 // in shared memory for combine_warps()), with Q K^T and P V on mma.sync.
 //
 // Shapes (m16n8k16, f32 accumulators; g = lane / 4, t = lane % 4):
-//   S   = Q K^T   M = query heads (8 of the tile in rows 0-7, rows 8-15 zero),
-//                 N = 8 keys, K = 16 dims. Q is the A operand, built once in
-//                 registers (pre-scaled, rounded to the K/V type); K is the
+//   S   = Q K^T   M = query heads (8 of the tile in rows 0-7, in rows 8-15
+//                 what rounding them to the K/V type lost), N = 8 keys,
+//                 K = 16 dims. Q is the A operand, built once in registers
+//                 (unscaled; S is scaled in f32); K is the
 //                 B operand, straight from shared memory by ldmatrix.
 //   O^T = V^T P^T M = 16 value dims, N = the 8 heads, K = 16 keys. V^T is the
 //                 A operand by ldmatrix.trans from the [key][dim] tile; P^T
@@ -31,8 +32,8 @@
 // Shared memory per stage: K [keys][DK/8 vectors], then V [keys][DV/8], the
 //   vector index XOR-swizzled by (key % 8) so that ldmatrix's eight 16-byte
 //   rows hit eight different bank groups (every head dim is a multiple of 64).
-// The online softmax is the one of attend_range(): base-2 logits, q pre-
-//   multiplied by scale * k_scale (* log2 e), softcap on the f32 scores.
+// The online softmax is the one of attend_range(): base-2 logits, S
+//   multiplied by scale * k_scale (* log2 e) in f32, softcap on the f32 scores.
 #pragma once
 
 #include <cstdlib>
@@ -247,11 +248,18 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   // iteration early so that the L2 round trip is off the warp's chain.
   std::int32_t next_page = PC_DECODE_TC_AHEAD ? page_of(STAGES - 1) : 0;
 
-  // Q as the A operand (rows 8-15 zero): q_frag[k][0] = dims 16k + 2t, +1 of
-  // head g; q_frag[k][2] = dims 16k + 8 + 2t, +1. Heads past the group are 0.
+  // Q as the A operand, unscaled: rows 0-7 hold q rounded to the operand
+  // type (hi), rows 8-15 what that rounding lost (lo, zero for a query
+  // already in the operand type), so S = C[g] + C[g + 8] carries q to ~16
+  // bits more than one rounding; the scale (scale * k_scale, * log2 e) is
+  // applied to S in f32. (Pre-scaling q and rounding it once cost up to
+  // 2^-9 of every logit: 1-2% errors at logits of 10-30, and LSE errors of
+  // 0.1 on the suite's large-logit cases.)
+  // q_frag[k][0] = dims 16k + 2t, +1 of head g; q_frag[k][2] = dims
+  // 16k + 8 + 2t, +1; [1] and [3] their lo parts. Heads past the group are 0.
   // fp8: the k index of a step is permuted (the sum does not care) so that a
   // lane's four K bytes are contiguous: q_frag[k][2h] = dims 16k + 4t + 2h, +1.
-  std::uint32_t q_frag[KSTEPS][4];  // {dims lo, 0, dims hi, 0}: the A operand
+  std::uint32_t q_frag[KSTEPS][4];  // {dims lo hi, dims lo lo, dims hi hi, dims hi lo}: the A operand
   {
     const std::int64_t q_row = p.query_start_loc[seq];
     const int heads_here = min(T::kHeadTile, p.gqa - head_tile * T::kHeadTile);
@@ -259,13 +267,15 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     const bool live = g < heads_here;
 #pragma unroll
     for (int k = 0; k < KSTEPS; ++k) {
-      q_frag[k][1] = q_frag[k][3] = 0u;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int dim = FP8 ? 16 * k + 4 * t + 2 * half : 16 * k + 8 * half + 2 * t;
-        const float lo = live ? load_as_float(p.query_dtype, p.query, q_base + dim) * p.q_multiplier : 0.0f;
-        const float hi = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) * p.q_multiplier : 0.0f;
-        q_frag[k][2 * half] = pack2<F16>(lo, hi);
+        const float x = live ? load_as_float(p.query_dtype, p.query, q_base + dim) : 0.0f;
+        const float y = live ? load_as_float(p.query_dtype, p.query, q_base + dim + 1) : 0.0f;
+        const std::uint32_t hi = pack2<F16>(x, y);
+        const float2 kept = unpack2<F16>(hi);
+        q_frag[k][2 * half] = hi;
+        q_frag[k][2 * half + 1] = pack2<F16>(x - kept.x, y - kept.y);
       }
     }
   }
@@ -337,7 +347,10 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     for (int n = 0; n < 2 * SUBS; ++n)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float v = CHAINS == 2 ? sc[0][n][e] + sc[CHAINS - 1][n][e] : sc[0][n][e];
+        // Row g (q hi) + row g + 8 (q lo) of the tile, then the scale.
+        float v = CHAINS == 2 ? (sc[0][n][e] + sc[0][n][2 + e]) + (sc[CHAINS - 1][n][e] + sc[CHAINS - 1][n][2 + e])
+                              : sc[0][n][e] + sc[0][n][2 + e];
+        v *= p.q_multiplier;
         if (p.softcap > 0.0f) v = p.softcap * tanhf(v * p.inv_softcap) * kLog2e;
         x[2 * n + e] = chunk_begin + 8 * n + 2 * t + e < end ? v : -INFINITY;
       }
@@ -439,13 +452,14 @@ __device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64
 }
 
 // ---- which loop a launch runs ------------------------------------------------------
-// The CUDA-core loop is the default until the tensor-core one is measured
-// faster on the device (round 1 was slower on every bench shape:
-// docs/performance.md). PAGECHECK_DECODE_KERNEL=mma opts in to tensor cores
-// where they apply; unset, empty, "simt" or anything else: the CUDA-core loop.
+// The tensor-core loop is the default where it applies (round 2 measured it
+// 1-6% faster than the CUDA-core loop on every decode bench shape:
+// docs/performance.md). PAGECHECK_DECODE_KERNEL=simt forces the CUDA-core
+// loop everywhere (A/B runs, a suspected tensor-core bug); unset, empty or
+// "mma": tensor cores where they apply (app/main.cpp rejects other values).
 inline bool decode_tensor_cores_allowed() {
   const char* choice = std::getenv("PAGECHECK_DECODE_KERNEL");
-  return choice != nullptr && std::strcmp(choice, "mma") == 0;
+  return choice == nullptr || std::strcmp(choice, "simt") != 0;
 }
 // Tensor cores take BF16/F16 K/V at every built head dim, and fp8 K/V at head
 // dims 128 and 256 (rows of a multiple of 8 16-byte vectors) when every cache

@@ -55,4 +55,13 @@ __device__ __forceinline__ std::uint32_t pack2(float x, float y) {
   }
 }
 
+// The two floats pack2<kF16> rounded `packed` from (x in the low half).
+template <bool kF16>
+__device__ __forceinline__ float2 unpack2(std::uint32_t packed) {
+  if constexpr (kF16)
+    return __half22float2(*reinterpret_cast<const __half2*>(&packed));
+  else
+    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&packed));
+}
+
 }  // namespace pagecheck::gpu
