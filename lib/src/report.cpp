@@ -5,11 +5,11 @@
 // numbers are written as null, deliberately, through json_number(); CSV
 // writes "nan" / "inf"; the table prints "nan" / "inf".
 #include "pagecheck/report.hpp"
+#include "pagecheck/atomic_file.hpp"
 #include "pagecheck/text.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -515,12 +515,7 @@ Status write_text(const std::string& path, const std::string& text, std::string_
       return runtime_error(fmt::format("writing the {} report to stdout failed", what), "-");
     return {};
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return runtime_error(fmt::format("cannot open {} file for writing", what), path);
-  f << text;
-  f.flush();
-  if (!f) return runtime_error(fmt::format("writing the {} file failed", what), path);
-  return {};
+  return replace_file_with_text(path, text, what);
 }
 
 }  // namespace

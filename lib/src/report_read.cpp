@@ -329,10 +329,21 @@ Expected<RunReport> read_json_report(const std::string& path) {
   if (!f) return invalid_input("cannot open the report (no such file, or not readable)", path);
   std::stringstream text;
   text << f.rdbuf();
+  const std::string bytes = text.str();
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    return invalid_input("an empty file, not a report (a run that ended before it wrote its report?)", path);
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(bytes);
   } catch (const json::parse_error& e) {
+    // A report cut short: the parser ran past the last byte (e.byte is one
+    // beyond it) still inside the document. Trailing garbage stops at a byte
+    // of the file instead.
+    if (e.byte > bytes.size())
+      return invalid_input(fmt::format("a truncated report: the JSON ends after {} bytes, before the report does (a "
+                                       "run killed while writing it, or a copy cut short); write it again",
+                                       bytes.size()),
+                           path);
     return invalid_input(fmt::format("not JSON: {}", e.what()), path);
   }
   return report_from_json(j, path);
