@@ -17,6 +17,11 @@
 #          and skipped after its second, said once in the run errors, and
 #          every other path of every case with the status it has in the clean
 #          run. Then a short run on the same GPU must still pass.
+#       2b. the same for stale_lengths and wrong_stream: the path `fail`
+#          with its reason (the changed lengths did not reach the kernels;
+#          the kernel ran work outside its stream), every other path as in
+#          the clean run; and `--seqs 8 --seq-len 300` with stale_lengths
+#          (every sequence at capacity) fails on the dropped keys.
 #       3. SIGTERM during a device run of the default suite (timed), after
 #          its fifth case: exit 143, complete JSON/CSV/JUnit reports of the
 #          finished cases marked interrupted, no worker process left.
@@ -144,6 +149,74 @@ print(f"{'PASS' if len(said) == 1 else 'FAIL'}: {tag}: said once in the run erro
 PY
   gpu_still_runs "bad-$entry"
 done
+
+# 2b. The misbehaving kernels that compute the right numbers the wrong way
+# (issue 19 item 5): stale_lengths (keeps the lengths of its first call) and
+# wrong_stream (launches on the legacy default stream). The same run; the
+# path must fail (exit 1) with its reason on every case where it ran, except
+# a case where the graph check could change no length (nothing went stale),
+# and every other path as in the clean run.
+for entry in stale_lengths wrong_stream; do
+  step "bad-$entry" 2400 "$pc" run --kernel "$simple" --kernel "$bad" \
+    --paths "reference,direct,split,auto,prefill,fmha,ext:simple_decode,ext:$entry" --path-timeout 60 --no-timing \
+    --json "$OUT/bad-$entry.json" --junit "$OUT/bad-$entry.xml"
+  echo "rc=$?" >"$OUT/bad-$entry.rc"
+  python3 - "$OUT/clean.json" "$OUT/bad-$entry.json" "ext:$entry" "$(cat "$OUT/bad-$entry.rc")" <<'PY' | tee -a "$OUT/steps.txt"
+import json, sys
+clean_file, bad_file, faulty, rc = sys.argv[1:5]
+tag = f"bad {faulty}"
+try:
+    clean = json.load(open(clean_file))
+    bad = json.load(open(bad_file))
+except Exception as e:
+    print(f"FAIL: {tag}: a report does not load: {e}")
+    sys.exit(0)
+expect = {"ext:stale_lengths": "the changed lengths did not reach the kernels",
+          "ext:wrong_stream": "the kernel ran work outside its stream"}[faulty]
+print(f"{'PASS' if rc == 'rc=1' else 'FAIL'}: {tag}: exit code {rc} (1 expected: the faulty path fails)")
+names_clean = [c["name"] for c in clean["cases"]]
+names_bad = [c["name"] for c in bad["cases"]]
+print(f"{'PASS' if names_clean == names_bad else 'FAIL'}: {tag}: the report holds every case of the clean run "
+      f"({len(names_bad)} of {len(names_clean)})")
+clean_status = {(c["name"], p["path"]): p["status"] for c in clean["cases"] for p in c["paths"]}
+differs, failed, unchanged, other = [], 0, 0, []
+for c in bad["cases"]:
+    for p in c["paths"]:
+        if p["path"] == faulty:
+            if p["status"] == "fail" and expect in p["reason"]:
+                failed += 1
+            elif p["status"] == "pass" and faulty == "ext:stale_lengths" and \
+                    p.get("notes", {}).get("graph_check", "").count("0 longer, 0 shorter") == 2:
+                unchanged += 1
+            elif p["status"] != "n/a":
+                other.append(f'{c["name"]}: {p["status"]} {p.get("reason", "")}')
+        elif clean_status.get((c["name"], p["path"])) != p["status"]:
+            differs.append(f'{c["name"]} {p["path"]}: {p["status"]} (clean: {clean_status.get((c["name"], p["path"]))}) {p.get("reason", "")}')
+print(f"{'PASS' if not differs else 'FAIL'}: {tag}: every other path as in the clean run"
+      + ("" if not differs else f" ({len(differs)} differ: {differs[:5]})"))
+print(f"{'PASS' if failed > 0 and not other else 'FAIL'}: {tag}: fail with '{expect}' on every case it ran "
+      f"({failed} failed, {unchanged} with no length to change; unexpected: {other[:5]})")
+PY
+  gpu_still_runs "bad-$entry"
+done
+# The case of issue 19 item 5(a): every sequence at the capacity, so the
+# graph check can only shorten them.
+step stale-capacity 600 "$pc" run --kernel "$bad" --seqs 8 --seq-len 300 --paths reference,direct,ext:stale_lengths \
+  --no-timing --json "$OUT/stale-capacity.json"
+python3 - "$OUT/stale-capacity.json" <<'PY' | tee -a "$OUT/steps.txt"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"FAIL: stale-capacity: the report does not load: {e}")
+    sys.exit(0)
+rows = {p["path"]: p for c in r["cases"] for p in c["paths"]}
+s = rows.get("ext:stale_lengths", {})
+ok = s.get("status") == "fail" and "keys past the new lengths" in " ".join(s.get("checks", {}).get("failures", []))
+print(f"{'PASS' if ok else 'FAIL'}: stale-capacity: --seqs 8 --seq-len 300 fails ext:stale_lengths on the dropped "
+      f"keys: {s.get('status')} {s.get('reason', '')[:200]}")
+print(f"{'PASS' if rows.get('direct', {}).get('status') == 'pass' else 'FAIL'}: stale-capacity: direct passes")
+PY
 
 # 3. SIGTERM during a timed device run of the default suite.
 # sigterm_check NAME TEXT ARGS...: runs pagecheck ARGS in the background,
