@@ -185,6 +185,7 @@ RunReport read_report(const json& j) {
     d.copy_gb_per_s = get_number(device, "copy_gb_per_s", "device", 0);
     d.read_gb_per_s = get_number(device, "read_gb_per_s", "device", 0);
     d.matmul_tflop_per_s = get_number(device, "matmul_tflop_per_s", "device", 0);
+    if (device.contains("matmul_unavailable")) d.matmul_unavailable = get_string(device, "matmul_unavailable", "device");
     r.device = d;
   }
   r.errors = get_strings(j, "errors", "");
