@@ -1,13 +1,14 @@
 #include "bundles.hpp"
 
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "pagecheck/atomic_file.hpp"
 #include "pagecheck/case_file.hpp"
+#include "pagecheck/external_names.hpp"
 #include "pagecheck/safetensors.hpp"
 
 namespace pagecheck::app {
@@ -46,9 +47,8 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
   if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
   if (!exec.tuning_file.empty())
     args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).lexically_normal().string()});
-  // The kernel libraries it ran with, so that its ext:<name> paths resolve.
-  for (const auto& kernel : exec.kernels)
-    args.insert(args.end(), {"--kernel", fs::absolute(kernel).lexically_normal().string()});
+  // The kernel libraries it ran with (prefixes kept), so that its ext:<name> paths resolve.
+  for (const auto& kernel : exec.kernels) args.insert(args.end(), {"--kernel", absolute_kernel_argument(kernel)});
   if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
   if (exec.require_gpu) args.emplace_back("--require-gpu");
   if (exec.fail_on_skip) args.emplace_back("--fail-on-skip");
@@ -127,17 +127,11 @@ Expected<fs::path> save_bundle(const fs::path& root, const std::string& dir_name
   const std::string command = replay_command(fs::absolute(dir / "case.safetensors").lexically_normal().string(), paths,
                                                exec, invocation);
 
-  {
-    std::ofstream f(dir / "command.txt");
-    f << command << "\n";
-    if (!f) return runtime_error("cannot write command.txt", dir.string());
-  }
-  {
-    std::ofstream f(dir / "replay.sh");
-    f << "#!/bin/sh\n# Replays failing case " << c.name << " (written by: " << invocation.command_line << ")\n"
-      << "exec " << command << " \"$@\"\n";
-    if (!f) return runtime_error("cannot write replay.sh", dir.string());
-  }
+  PC_TRY(replace_file_with_text(dir / "command.txt", command + "\n", "command.txt"));
+  PC_TRY(replace_file_with_text(dir / "replay.sh",
+                                "#!/bin/sh\n# Replays failing case " + c.name + " (written by: " +
+                                    invocation.command_line + ")\nexec " + command + " \"$@\"\n",
+                                "replay.sh"));
   fs::permissions(dir / "replay.sh", fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
                   fs::perm_options::add, ec);
   return dir;

@@ -60,7 +60,7 @@ struct CaseOptions {
 // How paths are run and judged (run, replay, bench).
 struct ExecOptions {
   std::vector<std::string> paths;  // empty: every path
-  std::vector<std::string> kernels;  // --kernel FILE (repeatable): external kernel libraries, paths ext:NAME
+  std::vector<std::string> kernels;  // --kernel [PREFIX=]FILE (repeatable): external kernel libraries, paths ext:NAME or PREFIX:NAME
   std::optional<double> atol;
   std::optional<double> rtol;
   int device = 0;

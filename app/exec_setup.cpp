@@ -8,6 +8,7 @@
 
 #include "case_sources.hpp"
 #include "gpu_setup.hpp"
+#include "pagecheck/external_names.hpp"
 #include "pagecheck/plan.hpp"
 
 namespace pagecheck::app {
@@ -45,8 +46,9 @@ Expected<ExecSetup> prepare_exec(const ExecOptions& exec) {
   ExecSetup setup;
   std::vector<std::string> default_paths = known_path_names();
   if (!exec.compare_reference) default_paths.erase(default_paths.begin());  // bench: GPU paths only
-  // External kernel libraries (--kernel): each entry is a path ext:<name>,
-  // selected by --paths like a built-in one (and by default and by "all").
+  // External kernel libraries (--kernel): each entry is a path ext:<name>
+  // (or <prefix>:<name>), selected by --paths like a built-in one (and by
+  // default and by "all").
   auto external = load_external_paths(exec.kernels);
   if (!external.ok()) return external.error();
   std::vector<std::string> external_names, builtin_requested, external_requested;
@@ -54,7 +56,7 @@ Expected<ExecSetup> prepare_exec(const ExecOptions& exec) {
   bool all_external = exec.paths.empty();
   for (const auto& name : exec.paths) {
     if (name == "all") all_external = true;
-    if (name.rfind("ext:", 0) != 0) {
+    if (!is_external_path_name(name)) {
       builtin_requested.push_back(name);
       continue;
     }

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <set>
+#include "pagecheck/external_names.hpp"
 
 #ifdef PAGECHECK_HAVE_CUDA
 #include "pagecheck/external_kernels.hpp"
@@ -94,26 +94,30 @@ std::optional<std::string> register_for_applicability(PathRegistry& registry, in
 #endif
 }
 
-Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& files) {
+Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& arguments) {
   std::vector<std::unique_ptr<Path>> paths;
-  if (files.empty()) return paths;
+  if (arguments.empty()) return paths;
+  std::vector<LibraryPathNames> libraries;
+  for (const auto& argument : arguments) {
+    auto library = parse_kernel_argument(argument);
+    if (!library.ok()) return library.error();
+    libraries.push_back({*library, {}});
+  }
 #ifdef PAGECHECK_HAVE_CUDA
-  std::set<std::string> seen;
-  for (const auto& file : files) {
-    auto loaded = gpu::load_external_kernels(file);
+  for (auto& library : libraries) {
+    auto loaded = gpu::load_external_kernels(library.library.file, library.library.prefix);
     if (!loaded.ok()) return loaded.error();
     for (auto& path : *loaded) {
-      if (!seen.insert(path->name()).second)
-        return invalid_input(fmt::format("{} is exported by two --kernel libraries (or one given twice)", path->name()),
-                             file);
+      library.paths.push_back(path->name());
       paths.push_back(std::move(path));
     }
   }
+  PC_TRY(check_distinct_path_names(libraries));
   return paths;
 #else
   return usage_error(fmt::format("this pagecheck was built without CUDA, so it cannot run external kernels ({}); "
                                  "rebuild with the CUDA toolkit (docs/external-kernels.md)",
-                                 files.front()),
+                                 libraries.front().library.file),
                      "--kernel");
 #endif
 }

@@ -44,11 +44,14 @@ Expected<GpuSetup> setup_gpu(PathRegistry& registry, int index, bool measure_cei
 // with the present device when there is one. Returns why not when it cannot.
 std::optional<std::string> register_for_applicability(PathRegistry& registry, int index);
 
-// --kernel FILE...: loads each external kernel library and returns one path
-// per entry ("ext:<name>", docs/external-kernels.md), in the order given.
-// A file that cannot be loaded or is not a kernel library is invalid input
-// (exit 3, naming it); a name exported twice likewise; a build without CUDA
-// refuses any --kernel (usage, exit 2). No files: no paths.
-Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& files);
+// --kernel [PREFIX=]FILE...: loads each external kernel library and returns
+// one path per entry ("PREFIX:<name>", PREFIX ext unless given;
+// docs/external-kernels.md), in the order given. A malformed argument is a
+// usage error (exit 2), in a build without CUDA too; a file that cannot be
+// loaded or is not a kernel library is invalid input (exit 3, naming it); a
+// path name two libraries give is a usage error naming both and the prefix
+// that tells them apart; a build without CUDA refuses any --kernel (usage,
+// exit 2). No arguments: no paths.
+Expected<std::vector<std::unique_ptr<Path>>> load_external_paths(const std::vector<std::string>& arguments);
 
 }  // namespace pagecheck::app

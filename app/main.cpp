@@ -254,8 +254,9 @@ void add_exec_options(CLI::App* cmd, ExecOptions& e, bool bench) {
   // One file per --kernel (repeat it for several): a list would swallow
   // replay's case files.
   cmd->add_option("--kernel", e.kernels,
-                  "External kernel library (repeatable); each of its kernels is a path ext:NAME "
-                  "(docs/external-kernels.md)")
+                  "External kernel library (repeatable), [PREFIX=]FILE; each of its kernels is a path ext:NAME, "
+                  "or PREFIX:NAME when given (two builds of one library: --kernel old=a.so --kernel new=b.so; "
+                  "docs/external-kernels.md)")
       ->allow_extra_args(false)
       ->group(g);
   cmd->add_option("--atol", e.atol, "Absolute tolerance (overrides the per-dtype default)")

@@ -13,7 +13,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
@@ -28,6 +27,8 @@
 #include "reducer.hpp"
 #include "report_targets.hpp"
 #include "table.hpp"
+#include "pagecheck/atomic_file.hpp"
+#include "pagecheck/external_names.hpp"
 #include "pagecheck/limits.hpp"
 #include "pagecheck/soak.hpp"
 #include "pagecheck/synthetic.hpp"
@@ -54,7 +55,7 @@ std::string soak_case_command(std::uint64_t seed, std::uint64_t index, const Exe
   if (exec.rtol) args.insert(args.end(), {"--rtol", fmt::format("{}", *exec.rtol)});
   if (!exec.plan.empty()) args.insert(args.end(), {"--plan", exec.plan});
   if (!exec.tuning_file.empty()) args.insert(args.end(), {"--tuning", fs::absolute(exec.tuning_file).string()});
-  for (const auto& k : exec.kernels) args.insert(args.end(), {"--kernel", fs::absolute(k).string()});
+  for (const auto& k : exec.kernels) args.insert(args.end(), {"--kernel", absolute_kernel_argument(k)});
   if (exec.device != 0) args.insert(args.end(), {"--device", std::to_string(exec.device)});
   if (exec.no_checks) args.emplace_back("--no-checks");
   std::string command;
@@ -307,12 +308,13 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
           bundle_code = exit_code::kRuntime;
           continue;
         }
-        {
-          std::ofstream f(*saved / "soak.txt");
-          f << "signature: " << signature << "\n"
-            << "failure: " << path << ": " << reduced->kind << ": " << row.reason << "\n"
-            << "reduced in " << reduced->tests << " runs of the path\n"
-            << "drawn as: " << soak_case_command(config.seed, k, config.exec, invocation) << "\n";
+        const std::string soak_text =
+            fmt::format("signature: {}\nfailure: {}: {}: {}\nreduced in {} runs of the path\ndrawn as: {}\n", signature,
+                        path, reduced->kind, row.reason, reduced->tests,
+                        soak_case_command(config.seed, k, config.exec, invocation));
+        if (const Status written = replace_file_with_text(*saved / "soak.txt", soak_text, "soak.txt"); !written.ok()) {
+          fmt::print(stderr, "pagecheck: --save-failing: {}\n", written.error().describe());
+          bundle_code = exit_code::kRuntime;
         }
         if (!config.out.quiet)
           table.print([&](std::FILE* f) {

@@ -17,12 +17,20 @@
 #          and skipped after its second, said once in the run errors, and
 #          every other path of every case with the status it has in the clean
 #          run. Then a short run on the same GPU must still pass.
+#       2b. the same for stale_lengths and wrong_stream: the path `fail`
+#          with its reason (the changed lengths did not reach the kernels;
+#          the kernel ran work outside its stream), every other path as in
+#          the clean run; and `--seqs 8 --seq-len 300` with stale_lengths
+#          (every sequence at capacity) fails on the dropped keys.
 #       3. SIGTERM during a device run of the default suite (timed), after
 #          its fifth case: exit 143, complete JSON/CSV/JUnit reports of the
 #          finished cases marked interrupted, no worker process left.
 #       4. SIGTERM while ext:spin hangs with --path-timeout 0 (once the
 #          progress line shows it): the same, the case in flight in
 #          ext:spin, and the GPU still runs a case afterwards.
+#       ENTRIES="stale_lengths wrong_stream" picks the entries of steps 2/2b
+#       (default all five) and SIGTERM_STEPS=0 leaves out 3 and 4, so the
+#       check fits 10-minute device calls.
 #       Logs, reports and steps.txt (one PASS/FAIL line per property) in
 #       $OUT (default ./devout-isolation), packed as $OUT/isolation.tgz.
 set -u
@@ -97,10 +105,17 @@ step clean 1800 "$pc" run --kernel "$simple" --no-timing --json "$OUT/clean.json
 clean_rc=$?
 [ $clean_rc -eq 0 ] && say "PASS: clean run exit 0" || say "FAIL: clean run exit $clean_rc"
 
-# 2. Each misbehaving path in the default suite.
-for entry in oob_write trap spin; do
+# 2. Each misbehaving path in the default suite. oob_write, trap and spin
+# end the worker: `error` with the reason on the first two cases it ran
+# (exit 4). stale_lengths and wrong_stream compute the right numbers the
+# wrong way (issue 19 item 5): `fail` with the reason on every case it ran
+# (exit 1), except, for stale_lengths, a case where the graph check could
+# change no length. Every other path as in the clean run, in both kinds.
+for entry in ${ENTRIES:-oob_write trap spin stale_lengths wrong_stream}; do
+  limit=20
+  case $entry in stale_lengths | wrong_stream) limit=60 ;; esac
   step "bad-$entry" 2400 "$pc" run --kernel "$simple" --kernel "$bad" \
-    --paths "reference,direct,split,auto,prefill,fmha,ext:simple_decode,ext:$entry" --path-timeout 20 --no-timing \
+    --paths "reference,direct,split,auto,prefill,fmha,ext:simple_decode,ext:$entry" --path-timeout $limit --no-timing \
     --json "$OUT/bad-$entry.json" --junit "$OUT/bad-$entry.xml"
   echo "rc=$?" >"$OUT/bad-$entry.rc"
   python3 - "$OUT/clean.json" "$OUT/bad-$entry.json" "ext:$entry" "$(cat "$OUT/bad-$entry.rc")" <<'PY' | tee -a "$OUT/steps.txt"
@@ -113,38 +128,68 @@ try:
 except Exception as e:
     print(f"FAIL: {tag}: a report does not load: {e}")
     sys.exit(0)
-expect = {"ext:oob_write": "cudaErrorIllegalAddress", "ext:trap": "the CUDA context is lost",
-          "ext:spin": "timed out after 20 s"}[faulty]
-print(f"{'PASS' if rc == 'rc=4' else 'FAIL'}: {tag}: exit code {rc} (4 expected: the faulty path is an error)")
+# entry: (status of the faulty path, reason it must give, exit code)
+kind, expect, code = {
+    "ext:oob_write": ("error", "cudaErrorIllegalAddress", 4),
+    "ext:trap": ("error", "the CUDA context is lost", 4),
+    "ext:spin": ("error", "timed out after 20 s", 4),
+    "ext:stale_lengths": ("fail", "the changed lengths did not reach the kernels", 1),
+    "ext:wrong_stream": ("fail", "the kernel ran work outside its stream", 1)}[faulty]
+print(f"{'PASS' if rc == f'rc={code}' else 'FAIL'}: {tag}: exit code {rc} ({code} expected)")
 names_clean = [c["name"] for c in clean["cases"]]
 names_bad = [c["name"] for c in bad["cases"]]
 print(f"{'PASS' if names_clean == names_bad else 'FAIL'}: {tag}: the report holds every case of the clean run "
       f"({len(names_bad)} of {len(names_clean)})")
 clean_status = {(c["name"], p["path"]): p["status"] for c in clean["cases"] for p in c["paths"]}
-differs, errors, skipped, other = [], 0, 0, []
+differs, matched, skipped, unchanged, other = [], 0, 0, 0, []
 for c in bad["cases"]:
     for p in c["paths"]:
         if p["path"] == faulty:
-            if p["status"] == "error":
-                errors += 1
-                if expect not in p["reason"]:
-                    other.append(f'{c["name"]}: {p["reason"]}')
-            elif p["status"] == "skipped" and "ended the worker process twice" in p["reason"]:
+            if p["status"] == kind and expect in p["reason"]:
+                matched += 1
+            elif kind == "error" and p["status"] == "skipped" and "ended the worker process twice" in p["reason"]:
                 skipped += 1
+            elif faulty == "ext:stale_lengths" and p["status"] == "pass" and \
+                    p.get("notes", {}).get("graph_check", "").count("0 longer, 0 shorter") == 2:
+                unchanged += 1
             elif p["status"] != "n/a":
-                other.append(f'{c["name"]}: {p["status"]} {p["reason"]}')
+                other.append(f'{c["name"]}: {p["status"]} {p.get("reason", "")}')
         elif clean_status.get((c["name"], p["path"])) != p["status"]:
             differs.append(f'{c["name"]} {p["path"]}: {p["status"]} (clean: {clean_status.get((c["name"], p["path"]))}) {p.get("reason", "")}')
 print(f"{'PASS' if not differs else 'FAIL'}: {tag}: every other path as in the clean run"
       + ("" if not differs else f" ({len(differs)} differ: {differs[:5]})"))
-print(f"{'PASS' if errors == 2 and not other else 'FAIL'}: {tag}: error with '{expect}' on the first two cases it ran "
-      f"({errors} errors, {skipped} skipped after; unexpected: {other[:5]})")
-said = [e for e in bad["errors"] if faulty in e and "twice" in e]
-print(f"{'PASS' if len(said) == 1 else 'FAIL'}: {tag}: said once in the run errors: {said}")
+if kind == "error":
+    print(f"{'PASS' if matched == 2 and not other else 'FAIL'}: {tag}: error with '{expect}' on the first two cases "
+          f"it ran ({matched} errors, {skipped} skipped after; unexpected: {other[:5]})")
+    said = [e for e in bad["errors"] if faulty in e and "twice" in e]
+    print(f"{'PASS' if len(said) == 1 else 'FAIL'}: {tag}: said once in the run errors: {said}")
+else:
+    print(f"{'PASS' if matched > 0 and not other else 'FAIL'}: {tag}: fail with '{expect}' on every case it ran "
+          f"({matched} failed, {unchanged} with no length to change; unexpected: {other[:5]})")
 PY
   gpu_still_runs "bad-$entry"
 done
+# The case of issue 19 item 5(a): every sequence at the capacity, so the
+# graph check can only shorten them.
+step stale-capacity 600 "$pc" run --kernel "$bad" --seqs 8 --seq-len 300 --paths reference,direct,ext:stale_lengths \
+  --no-timing --json "$OUT/stale-capacity.json"
+python3 - "$OUT/stale-capacity.json" <<'PY' | tee -a "$OUT/steps.txt"
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"FAIL: stale-capacity: the report does not load: {e}")
+    sys.exit(0)
+rows = {p["path"]: p for c in r["cases"] for p in c["paths"]}
+s = rows.get("ext:stale_lengths", {})
+ok = s.get("status") == "fail" and "keys past the new lengths" in " ".join(s.get("checks", {}).get("failures", []))
+print(f"{'PASS' if ok else 'FAIL'}: stale-capacity: --seqs 8 --seq-len 300 fails ext:stale_lengths on the dropped "
+      f"keys: {s.get('status')} {s.get('reason', '')[:200]}")
+print(f"{'PASS' if rows.get('direct', {}).get('status') == 'pass' else 'FAIL'}: stale-capacity: direct passes")
+PY
 
+# Steps 3 and 4 (the interrupts) unless SIGTERM_STEPS=0.
+if [ "${SIGTERM_STEPS:-1}" != 0 ]; then
 # 3. SIGTERM during a timed device run of the default suite.
 # sigterm_check NAME TEXT ARGS...: runs pagecheck ARGS in the background,
 # sends SIGTERM once its output shows TEXT (at most 10 minutes), then checks
@@ -192,6 +237,7 @@ sigterm_check sigterm-suite "cover-005" run
 sigterm_check sigterm-spin "ext:spin (" run --kernel "$bad" --paths reference,direct,ext:spin --path-timeout 0 \
   --no-timing
 gpu_still_runs sigterm-spin
+fi
 
 grep -c '^PASS' "$OUT/steps.txt" | sed 's/^/passed: /'
 grep '^FAIL' "$OUT/steps.txt" | sed 's/^/failed: /'

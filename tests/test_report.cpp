@@ -2,11 +2,14 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <string>
 
 #include "pagecheck/report.hpp"
+#include "pagecheck/report_read.hpp"
 
 using namespace pagecheck;
 
@@ -468,4 +471,35 @@ TEST_CASE("a run that could not run carries its reason in every report, exit 4")
   CHECK(xml.find("built without CUDA") != std::string::npos);
   CHECK(printed([&](std::FILE* f) { print_failures(f, r); }).find("not run: this build has no GPU paths") !=
         std::string::npos);
+}
+
+TEST_CASE("a device without the matrix ceiling says why, in the table and through the JSON") {
+  RunReport r = one_case({path("reference", PathStatus::Pass)});
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.multiprocessors = 132;
+  d.copy_gb_per_s = 3900;
+  d.read_gb_per_s = 4300;
+  d.matmul_unavailable = "cuBLAS cannot be loaded (libcublas.so.13: cannot open shared object file)";
+  r.device = d;
+  char* buffer = nullptr;
+  std::size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  REQUIRE(out != nullptr);
+  print_device(out, d);
+  std::fclose(out);
+  const std::string line(buffer, size);
+  std::free(buffer);
+  CHECK(line.find("BF16 mma ceiling unavailable: cuBLAS cannot be loaded") != std::string::npos);
+  CHECK(line.find("TFLOP/s") == std::string::npos);
+  const nlohmann::json j = to_json(r);
+  CHECK(j["device"]["matmul_unavailable"] == d.matmul_unavailable);
+  auto back = report_from_json(j, "r.json");
+  REQUIRE_MESSAGE(back.ok(), back.error().describe());
+  REQUIRE(back->device.has_value());
+  CHECK(back->device->matmul_unavailable == d.matmul_unavailable);
+  // Measured: no such field.
+  r.device->matmul_unavailable.clear();
+  r.device->matmul_tflop_per_s = 700;
+  CHECK_FALSE(to_json(r)["device"].contains("matmul_unavailable"));
 }

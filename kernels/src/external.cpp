@@ -166,8 +166,8 @@ class ExternalPath final : public GpuPath {
  public:
   // `entry` holds the library's entry as far as its entry_size reaches and
   // zeros beyond (a 1.0 entry has no plan fields).
-  ExternalPath(std::shared_ptr<const Library> library, const pagecheck_kernel_entry& entry)
-      : library_(std::move(library)), entry_(entry), name_(std::string(kExternalPathPrefix) + entry.name) {}
+  ExternalPath(std::shared_ptr<const Library> library, const pagecheck_kernel_entry& entry, std::string_view prefix)
+      : library_(std::move(library)), entry_(entry), name_(external_path_name(prefix, entry.name)) {}
 
   std::string name() const override { return name_; }
 
@@ -280,7 +280,7 @@ bool valid_entry_name(const char* name) {
 
 }  // namespace
 
-Expected<std::vector<std::unique_ptr<Path>>> load_external_kernels(const std::string& file) {
+Expected<std::vector<std::unique_ptr<Path>>> load_external_kernels(const std::string& file, std::string_view prefix) {
   std::error_code ec;
   if (!fs::exists(file, ec)) return invalid_input("no such file (--kernel)", file);
   if (fs::is_directory(file, ec)) return invalid_input("is a folder, not a kernel library (--kernel)", file);
@@ -340,7 +340,7 @@ Expected<std::vector<std::unique_ptr<Path>>> load_external_kernels(const std::st
                                        "plan (ABI 1.1: they size what plan writes)",
                                        i, entry.name),
                            file);
-    paths.push_back(std::make_unique<ExternalPath>(library, entry));
+    paths.push_back(std::make_unique<ExternalPath>(library, entry, prefix));
   }
   return paths;
 }

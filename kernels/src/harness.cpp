@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "stream_gate.cuh"
 #include "pagecheck/timing_stats.hpp"
 
 namespace pagecheck::gpu {
@@ -108,6 +109,10 @@ std::int64_t count_differences(const std::vector<std::byte>& a, const std::vecto
 struct Snapshot {
   std::vector<std::byte> output;
   std::vector<std::byte> lse;
+  // eager_run: output and LSE elements that changed between the read after
+  // synchronising the path's stream and the read after a device-wide
+  // synchronise (the snapshot holds the latter): work outside the stream.
+  std::int64_t changed_after_device_sync = 0;
 };
 
 Expected<Snapshot> read_back(const DeviceCase& d, cudaStream_t stream) {
@@ -134,13 +139,31 @@ Status plan_path(const DeviceCase& d, const PreparedPath& p, cudaStream_t stream
   return p.plan_step ? p.plan_step(d, stream) : Status{};
 }
 
-Expected<Snapshot> eager_run(const DeviceCase& d, const PreparedPath& p, cudaStream_t stream) {
+// Poison, plan, run and read back. The legacy default stream is held shut
+// from before the launch until the output has been read after synchronising
+// the path's stream (stream_gate.cuh); then the device is synchronised and
+// the output read again. A path that keeps to its stream reads the same
+// twice; one that ran work elsewhere (the legacy default stream, a stream of
+// its own it never joined) shows it as changed elements.
+Expected<Snapshot> eager_run(const DeviceCase& d, const PreparedPath& p, LegacyStreamGate& gate, cudaStream_t stream) {
   PC_TRY(poison_output(d, stream));
   PC_TRY(poison_workspace(p, stream));
   PC_TRY(plan_path(d, p, stream));
-  PC_TRY(launch_stages(p, stream));
-  CUDA_TRY(cudaStreamSynchronize(stream));
-  return read_back(d, stream);
+  PC_TRY(gate.close(stream));
+  const Status launched = launch_stages(p, stream);
+  const cudaError_t synced = launched ? cudaStreamSynchronize(stream) : cudaSuccess;
+  auto on_stream = launched && synced == cudaSuccess ? read_back(d, stream) : Expected<Snapshot>(Snapshot{});
+  const Status opened = gate.open(stream);
+  if (!launched) return launched.error();
+  CUDA_TRY(synced);
+  if (!on_stream) return on_stream.error();
+  PC_TRY(opened);
+  CUDA_TRY(cudaDeviceSynchronize());
+  auto after = read_back(d, stream);
+  if (!after) return after.error();
+  after->changed_after_device_sync = count_differences(on_stream->output, after->output, dtype_size(d.view.output_dtype)) +
+                                     count_differences(on_stream->lse, after->lse, 4);
+  return after;
 }
 
 // Captures the stages once into a graph (at the case's capacity: the view's
@@ -181,9 +204,125 @@ std::vector<std::int32_t> changed_lengths(const DeviceCase& d, int round) {
   return lens;
 }
 
+// ---- keys a shortened sequence no longer has --------------------------------
+// A kernel that keeps the lengths of an earlier call (a copy of seq_lens
+// made once, that the table update never reaches) reads past a shortened
+// sequence's new length, where the old keys still hold valid numbers: its
+// replay and its eager run agree on the stale result. So each round changes
+// the first keys past every shortened sequence's new length that no sequence
+// sees any more (a page may be shared) to other finite numbers, runs eagerly
+// again and asks for the same bits. A kernel that masks what lies past the
+// length (select, -inf, a zero weight) gives the same bits whatever the
+// masked keys hold; finite numbers, not NaN, so that a mask by arithmetic
+// (0 * v, s + -inf) stays clean.
+constexpr std::int64_t kChangedKeysPerSeq = 16;
+constexpr std::size_t kChangedSeqs = 16;
+// 0x3C in every byte: 1.06 in F16, 0.0115 in BF16 and F32, 1.5 in E4M3, 1.0
+// in E5M2: finite in every KV dtype.
+constexpr int kChangedKeyByte = 0x3C;
+
+// Slots [first, end) of one page.
+struct SlotRange {
+  std::int64_t page = 0, first = 0, end = 0;
+};
+
+// The slots that sequences lost in this round (from `old_lens` down to the
+// current lengths: the first kChangedKeysPerSeq of each, for at most
+// kChangedSeqs sequences) and that no sequence sees at its current length.
+std::vector<SlotRange> dropped_slots(const DeviceCase& d, const std::vector<std::int32_t>& old_lens) {
+  const std::int64_t bs = d.view.kv.block_size;
+  const auto entry = [&](std::size_t s, std::int64_t token) {
+    return static_cast<std::int64_t>(d.host_page_indices[static_cast<std::size_t>(d.host_page_indptr[s] + token / bs)]);
+  };
+  // Per page, how many leading slots some sequence still sees (each sees a
+  // prefix of each of its pages, so together they see a prefix too).
+  std::map<std::int64_t, std::int64_t> seen;
+  for (std::size_t s = 0; s < d.host_seq_lens.size(); ++s)
+    for (std::int64_t token = 0; token < d.host_seq_lens[s]; token += bs) {
+      std::int64_t& slots = seen[entry(s, token)];
+      slots = std::max(slots, std::min(bs, d.host_seq_lens[s] - token));
+    }
+  std::vector<SlotRange> out;
+  std::size_t seqs = 0;
+  for (std::size_t s = 0; s < d.host_seq_lens.size() && seqs < kChangedSeqs; ++s) {
+    const std::int64_t now = d.host_seq_lens[s];
+    if (now >= old_lens[s]) continue;
+    ++seqs;
+    const std::int64_t end = std::min<std::int64_t>(old_lens[s], now + kChangedKeysPerSeq);
+    for (std::int64_t token = now; token < end; token = (token / bs + 1) * bs) {
+      const std::int64_t page = entry(s, token);
+      const auto found = seen.find(page);
+      const std::int64_t first = std::max(token % bs, found == seen.end() ? 0 : found->second);
+      const std::int64_t last = std::min(bs, end - token / bs * bs);
+      if (first < last) out.push_back({page, first, last});
+    }
+  }
+  return out;
+}
+
+// The rows of `ranges` in one cache (keys or values): each range as blocks
+// of `height` rows of `width` bytes, `pitch` bytes apart.
+struct RowBlock {
+  std::byte* first = nullptr;
+  std::size_t pitch = 0, width = 0, height = 0;
+};
+
+std::vector<RowBlock> row_blocks(std::byte* cache, const CacheStrides& st, std::int64_t kv_heads, std::int64_t dim,
+                                 std::size_t elem, const std::vector<SlotRange>& ranges) {
+  std::vector<RowBlock> out;
+  // NHD: a slot's heads lie side by side, one row per slot.
+  const bool heads_side_by_side = st.head == dim && st.slot == kv_heads * dim;
+  for (const auto& r : ranges) {
+    const std::int64_t heads = heads_side_by_side ? 1 : kv_heads;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t offset = r.page * st.block + r.first * st.slot + h * st.head;
+      out.push_back({cache + offset * static_cast<std::int64_t>(elem), static_cast<std::size_t>(st.slot) * elem,
+                     static_cast<std::size_t>(heads_side_by_side ? kv_heads * dim : dim) * elem,
+                     static_cast<std::size_t>(r.end - r.first)});
+    }
+  }
+  return out;
+}
+
+// Runs `p` again with the keys and values of `ranges` changed (and put back
+// after): the output and LSE elements that differ from `eager`.
+Expected<std::int64_t> changed_by_dropped_keys(DeviceCase& d, const PreparedPath& p, LegacyStreamGate& gate,
+                                               const std::vector<SlotRange>& ranges, const Snapshot& eager,
+                                               cudaStream_t stream) {
+  const std::size_t elem = dtype_size(d.view.kv_dtype);
+  std::vector<RowBlock> blocks = row_blocks(d.key_cache.as<std::byte>(), d.view.kv.key_strides, d.view.kv.kv_heads,
+                                            d.view.kv.head_dim, elem, ranges);
+  const std::vector<RowBlock> values = row_blocks(d.value_cache.as<std::byte>(), d.view.kv.value_strides,
+                                                  d.view.kv.kv_heads, d.view.kv.v_head_dim, elem, ranges);
+  blocks.insert(blocks.end(), values.begin(), values.end());
+  std::size_t bytes = 0;
+  for (const auto& b : blocks) bytes += b.width * b.height;
+  auto saved = device_alloc(bytes);
+  if (!saved) return saved.error();
+  std::size_t at = 0;
+  for (const auto& b : blocks) {
+    CUDA_TRY(cudaMemcpy2DAsync(saved->as<std::byte>() + at, b.width, b.first, b.pitch, b.width, b.height,
+                               cudaMemcpyDeviceToDevice, stream));
+    CUDA_TRY(cudaMemset2DAsync(b.first, b.pitch, kChangedKeyByte, b.width, b.height, stream));
+    at += b.width * b.height;
+  }
+  auto changed = eager_run(d, p, gate, stream);
+  at = 0;
+  for (const auto& b : blocks) {
+    CUDA_TRY(cudaMemcpy2DAsync(b.first, b.pitch, saved->as<std::byte>() + at, b.width, b.width, b.height,
+                               cudaMemcpyDeviceToDevice, stream));
+    at += b.width * b.height;
+  }
+  CUDA_TRY(cudaStreamSynchronize(stream));
+  if (!changed) return changed.error();
+  return count_differences(eager.output, changed->output, dtype_size(d.view.output_dtype)) +
+         count_differences(eager.lse, changed->lse, 4);
+}
+
 struct GraphCheckResult {
   std::vector<std::string> failures;
   std::vector<std::string> done;  // what each round changed, for the notes
+  std::int64_t changed_after_device_sync = 0;  // the most of any eager run (Snapshot)
 };
 
 // Whether sequence `s`'s output rows and LSE differ between two snapshots.
@@ -209,7 +348,7 @@ bool sequence_differs(const DeviceCase& d, const Snapshot& a, const Snapshot& b,
 // the lengths of upload time (a copy the table update never reaches)
 // replays and runs eagerly alike, and would pass replay == eager.
 Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, const GraphExec& exec,
-                                       const Snapshot& before, cudaStream_t stream) {
+                                       const Snapshot& before, LegacyStreamGate& gate, cudaStream_t stream) {
   GraphCheckResult result;
   const auto original_indices = d.host_page_indices;
   const auto original_lens = d.host_seq_lens;
@@ -303,8 +442,9 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
     CUDA_TRY(cudaStreamSynchronize(stream));
     auto replay = read_back(d, stream);
     if (!replay) return replay.error();
-    auto eager = eager_run(d, p, stream);
+    auto eager = eager_run(d, p, gate, stream);
     if (!eager) return eager.error();
+    result.changed_after_device_sync = std::max(result.changed_after_device_sync, eager->changed_after_device_sync);
     const std::int64_t out_diff = count_differences(replay->output, eager->output, out_elem);
     const std::int64_t lse_diff = count_differences(replay->lse, eager->lse, 4);
     if (out_diff > 0 || lse_diff > 0)
@@ -321,6 +461,20 @@ Expected<GraphCheckResult> graph_check(DeviceCase& d, const PreparedPath& p, con
             "the changed lengths did not reach the kernels ({}): seq {} gave the same output and LSE as before, "
             "though its new last key is NaN",
             change, nan_seq));
+    }
+    if (const std::vector<SlotRange> dropped = dropped_slots(d, original_lens); !dropped.empty()) {
+      std::int64_t keys = 0;
+      for (const auto& r : dropped) keys += r.end - r.first;
+      auto changed = changed_by_dropped_keys(d, p, gate, dropped, *eager, stream);
+      if (!changed) return changed.error();
+      if (*changed > 0)
+        result.failures.push_back(fmt::format(
+            "the changed lengths did not reach the kernels ({}): {} keys past the new lengths of shortened "
+            "sequences, which no sequence has any more, were changed and {} output and LSE elements changed with "
+            "them: the kernel reads keys past a sequence's length (lengths kept from an earlier call?)",
+            change, keys, *changed));
+    }
+    if (nan_seq >= 0) {
       for (std::size_t h = 0; h < nan_offsets.size(); ++h)
         CUDA_TRY(cudaMemcpyAsync(key + nan_offsets[h] * static_cast<std::int64_t>(dtype_size(d.view.kv_dtype)),
                                  saved_key.as<std::byte>() + h * head_bytes, head_bytes, cudaMemcpyDeviceToDevice,
@@ -482,12 +636,30 @@ Expected<PathRun> run_gpu_path(GpuPath& path, const Case& c, const RunOptions& o
   if (!stream_or) return stream_or.error();
   const Stream stream = std::move(*stream_or);
 
+  auto gate = LegacyStreamGate::make();
+  if (!gate) return gate.error();
+
   PathRun run;
   run.plan = p.plan;
   run.notes = p.notes;
 
-  auto first = eager_run(d, p, stream.get());
+  auto first = eager_run(d, p, *gate, stream.get());
   if (!first) return first.error();
+  // Work outside the path's stream: what follows (repeat, graph, timing)
+  // would only say the same thing in other words, or time the wrong work.
+  const auto outside_stream = [&](std::int64_t changed) {
+    run.check_failures.insert(
+        run.check_failures.begin(),
+        fmt::format("the kernel ran work outside its stream: {} of {} output and LSE elements read after "
+                    "synchronising the path's stream changed after a device-wide synchronise (a launch on the "
+                    "legacy default stream, or on a stream of its own never joined back to the one given)",
+                    changed, d.output_elements() + d.lse_elements()));
+  };
+  if (first->changed_after_device_sync > 0) {
+    outside_stream(first->changed_after_device_sync);
+    run.notes["checks"] = "repeat, graph check and timing skipped: the kernel ran work outside its stream";
+  }
+  const bool in_stream = first->changed_after_device_sync == 0;
   run.unwritten = count_poison(d.view.output_dtype, first->output, d.output_elements());
   run.output = widen(d.view.output_dtype, first->output, d.output_elements());
   const std::int64_t lse_unwritten = count_poison(DType::F32, first->lse, d.lse_elements());
@@ -496,8 +668,8 @@ Expected<PathRun> run_gpu_path(GpuPath& path, const Case& c, const RunOptions& o
   run.lse = widen(DType::F32, first->lse, d.lse_elements());
 
   GraphExec exec;
-  if (options.checks) {
-    auto second = eager_run(d, p, stream.get());
+  if (options.checks && in_stream) {
+    auto second = eager_run(d, p, *gate, stream.get());
     if (!second) return second.error();
     const std::int64_t out_diff = count_differences(first->output, second->output, dtype_size(d.view.output_dtype));
     const std::int64_t lse_diff = count_differences(first->lse, second->lse, 4);
@@ -507,15 +679,17 @@ Expected<PathRun> run_gpu_path(GpuPath& path, const Case& c, const RunOptions& o
     auto captured = capture(p, stream.get());
     if (!captured) return captured.error();
     exec = std::move(*captured);
-    auto checked = graph_check(d, p, exec, *first, stream.get());
+    auto checked = graph_check(d, p, exec, *first, *gate, stream.get());
     if (!checked) return checked.error();
+    const std::int64_t later = std::max(second->changed_after_device_sync, checked->changed_after_device_sync);
+    if (later > 0) outside_stream(later);
     for (auto& f : checked->failures) run.check_failures.push_back(std::move(f));
     std::string done;
     for (const auto& s : checked->done) done += (done.empty() ? "" : "; ") + s;
     run.notes["graph_check"] = done;
   }
 
-  if (options.measure) {
+  if (options.measure && in_stream) {
     if (!exec) {
       auto captured = capture(p, stream.get());
       if (!captured) return captured.error();

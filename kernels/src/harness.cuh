@@ -3,15 +3,21 @@
 // runs any such path through the same checks and timing:
 //   1. poison output and LSE with a NaN bit pattern (and the workspace with
 //      NaN bytes), call the path's plan step if it has one, run, count
-//      unwritten;
+//      unwritten; every eager run holds the legacy default stream shut until
+//      its output is read (stream_gate.cuh) and reads it again after a
+//      device-wide synchronise: a difference is work outside the path's
+//      stream, reported as such, and the checks and timing below are skipped;
 //   2. run again, compare bitwise (a moving result is a race);
 //   3. capture the stages into a CUDA graph at the case's capacity, change
 //      the table and lengths in place (shorter and longer contexts, a page
 //      moved to a free page), plan again with them, replay, compare bitwise with an eager run on
 //      the same changed inputs; in round 1 the new last key of a sequence
 //      that grew is NaN, and that sequence must give another output than
-//      before (the new lengths reached the kernels); restore the table,
-//      lengths and keys;
+//      before (the new lengths reached the kernels); in each round the first
+//      keys past a shortened sequence's new length (that no sequence sees)
+//      are changed to other finite values and an eager run must give the
+//      same bits (a kernel that kept the old lengths reads them); restore
+//      the table, lengths and keys;
 //   4. time: warm-up, repeats between CUDA events with L2 flushed before each
 //      (unless hot), per stage and in total; then the graph replay.
 // docs/gpu-paths.md describes the checks and the timing model.

@@ -1,11 +1,19 @@
 // The device and its ceilings: a device-to-device copy (bytes read + written
 // over time) and a read-only stream (probe_read.cu) for bandwidth, a BF16
 // 8192^3 cuBLAS product for matrix rate.
-#include <cublas_v2.h>
+//
+// cuBLAS is loaded with dlopen when the matrix ceiling is measured, not
+// linked: linked, its libraries (libcublasLt is hundreds of MB) were loaded
+// at every start, `pagecheck --version` included, and a machine without the
+// cuBLAS runtime could not start pagecheck at all. Without it now only the
+// matrix ceiling is missing (DeviceInfo::matmul_unavailable says why).
+#include <cublas_v2.h>  // types and signatures only: nothing is linked
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,17 +29,59 @@ namespace pagecheck::gpu {
 
 namespace {
 
-struct CublasDestroy {
-  void operator()(cublasHandle_t h) const noexcept { cublasDestroy(h); }
+// The cuBLAS calls of the matrix ceiling, from the library loaded at run
+// time (the versioned name of the toolkit pagecheck was built with first).
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  // The C entry point (C++ also sees an inline overload of the name).
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                            cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
 };
-using CublasHandle = std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy>;
 
-#define CUBLAS_TRY(expr)                                                                                 \
-  do {                                                                                                   \
-    cublasStatus_t pc_cublas_status_ = (expr);                                                           \
-    if (pc_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                      \
-      return runtime_error(fmt::format("{} failed: {}", #expr, cublasGetStatusString(pc_cublas_status_)), \
-                           "cublas");                                                                    \
+// The loaded library, or why there is none. Loaded once per process; never
+// unloaded (handles may outlive a probe).
+const Expected<Cublas>& cublas() {
+  static std::once_flag once;
+  static std::optional<Expected<Cublas>> loaded;
+  std::call_once(once, [] {
+    std::string tried;
+    void* lib = nullptr;
+    for (const std::string& name : {fmt::format("libcublas.so.{}", CUBLAS_VER_MAJOR), std::string("libcublas.so")}) {
+      lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (lib != nullptr) break;
+      const char* why = dlerror();
+      tried += fmt::format("{}{}", tried.empty() ? "" : "; ", why != nullptr ? why : name + ": not found");
+    }
+    if (lib == nullptr) {
+      loaded = runtime_error(fmt::format("cuBLAS cannot be loaded ({})", tried), "cublas");
+      return;
+    }
+    Cublas c;
+    const auto symbol = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (fn == nullptr) tried += (tried.empty() ? "" : ", ") + std::string(name);
+    };
+    symbol(c.create, "cublasCreate_v2");
+    symbol(c.destroy, "cublasDestroy_v2");
+    symbol(c.set_stream, "cublasSetStream_v2");
+    symbol(c.gemm_ex, "cublasGemmEx");
+    symbol(c.status_string, "cublasGetStatusString");
+    if (!tried.empty()) loaded = runtime_error(fmt::format("the loaded cuBLAS lacks {}", tried), "cublas");
+    else loaded = c;
+  });
+  return *loaded;
+}
+
+#define CUBLAS_TRY(api, expr)                                                                             \
+  do {                                                                                                    \
+    cublasStatus_t pc_cublas_status_ = (expr);                                                            \
+    if (pc_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                                       \
+      return runtime_error(fmt::format("{} failed: {}", #expr, (api).status_string(pc_cublas_status_)), \
+                           "cublas");                                                                     \
   } while (0)
 
 double median(std::vector<double> v) {
@@ -93,7 +143,7 @@ Expected<double> measure_read_gb_per_s(cudaStream_t stream, int multiprocessors)
 }
 
 // C = A B, 8192^3, BF16 in and out, F32 accumulation, random inputs.
-Expected<double> measure_matmul_tflop_per_s(cudaStream_t stream) {
+Expected<double> measure_matmul_tflop_per_s(const Cublas& api, cudaStream_t stream) {
   constexpr int kN = 8192;
   constexpr std::size_t kElems = std::size_t{kN} * kN;
   auto a = device_alloc(kElems * 2);
@@ -105,14 +155,15 @@ Expected<double> measure_matmul_tflop_per_s(cudaStream_t stream) {
   PC_TRY(fill_random(a->get(), DType::BF16, kElems, 11, stream));
   PC_TRY(fill_random(b->get(), DType::BF16, kElems, 12, stream));
   cublasHandle_t raw = nullptr;
-  CUBLAS_TRY(cublasCreate(&raw));
-  CublasHandle handle(raw);
-  CUBLAS_TRY(cublasSetStream(handle.get(), stream));
+  CUBLAS_TRY(api, api.create(&raw));
+  const auto destroy = [&api](cublasHandle_t h) { api.destroy(h); };
+  const std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, decltype(destroy)> handle(raw, destroy);
+  CUBLAS_TRY(api, api.set_stream(handle.get(), stream));
   const float alpha = 1.0f, beta = 0.0f;
   auto ms = time_median_ms(stream, 2, 5, [&]() -> Status {
-    CUBLAS_TRY(cublasGemmEx(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, kN, kN, kN, &alpha, a->get(), CUDA_R_16BF, kN,
-                            b->get(), CUDA_R_16BF, kN, &beta, c->get(), CUDA_R_16BF, kN, CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(api, api.gemm_ex(handle.get(), CUBLAS_OP_N, CUBLAS_OP_N, kN, kN, kN, &alpha, a->get(), CUDA_R_16BF, kN,
+                                b->get(), CUDA_R_16BF, kN, &beta, c->get(), CUDA_R_16BF, kN, CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT));
     return {};
   });
   if (!ms) return ms.error();
@@ -170,9 +221,13 @@ Expected<DeviceInfo> probe_device(int index, bool measure_ceilings) {
     auto read = measure_read_gb_per_s(stream->get(), info.multiprocessors);
     if (!read) return read.error();
     info.read_gb_per_s = *read;
-    auto matmul = measure_matmul_tflop_per_s(stream->get());
-    if (!matmul) return matmul.error();
-    info.matmul_tflop_per_s = *matmul;
+    if (const Expected<Cublas>& api = cublas(); api.ok()) {
+      auto matmul = measure_matmul_tflop_per_s(*api, stream->get());
+      if (!matmul) return matmul.error();
+      info.matmul_tflop_per_s = *matmul;
+    } else {
+      info.matmul_unavailable = api.error().message;
+    }
   }
   return info;
 }

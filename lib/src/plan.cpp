@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "pagecheck/atomic_file.hpp"
+
 namespace pagecheck {
 
 std::string Plan::to_string() const {
@@ -292,12 +294,7 @@ Status write_tuning_file(const std::string& path, const TuningTable& table) {
     }
   }
   doc["entries"] = std::move(entries);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return runtime_error("cannot open the tuning file for writing", path);
-  out << doc.dump(2) << '\n';
-  out.close();
-  if (!out) return runtime_error("writing the tuning file failed", path);
-  return {};
+  return replace_file_with_text(path, doc.dump(2) + "\n", "tuning");
 }
 
 }  // namespace pagecheck

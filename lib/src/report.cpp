@@ -5,11 +5,11 @@
 // numbers are written as null, deliberately, through json_number(); CSV
 // writes "nan" / "inf"; the table prints "nan" / "inf".
 #include "pagecheck/report.hpp"
+#include "pagecheck/atomic_file.hpp"
 #include "pagecheck/text.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -353,8 +353,10 @@ std::string xml_escape(std::string_view text) {
 }
 
 void print_device(std::FILE* out, const DeviceInfo& d) {
-  fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, read {:.0f} GB/s, BF16 mma {:.0f} TFLOP/s)\n", d.device_index,
-             d.name, d.multiprocessors, d.copy_gb_per_s, d.read_gb_per_s, d.matmul_tflop_per_s);
+  const std::string mma = d.matmul_unavailable.empty() ? fmt::format("BF16 mma {:.0f} TFLOP/s", d.matmul_tflop_per_s)
+                                                       : "BF16 mma ceiling unavailable: " + d.matmul_unavailable;
+  fmt::print(out, "device {}: {} ({} SMs; copy {:.0f} GB/s, read {:.0f} GB/s, {})\n", d.device_index, d.name,
+             d.multiprocessors, d.copy_gb_per_s, d.read_gb_per_s, mma);
 }
 
 void print_case(std::FILE* out, const CaseReport& c, const std::optional<DeviceInfo>& device, bool color,
@@ -466,6 +468,7 @@ nlohmann::json to_json(const RunReport& report) {
                    {"copy_gb_per_s", json_number(d.copy_gb_per_s)},
                    {"read_gb_per_s", json_number(d.read_gb_per_s)},
                    {"matmul_tflop_per_s", json_number(d.matmul_tflop_per_s)}};
+    if (!d.matmul_unavailable.empty()) j["device"]["matmul_unavailable"] = d.matmul_unavailable;
   } else {
     j["device"] = nullptr;
   }
@@ -515,12 +518,7 @@ Status write_text(const std::string& path, const std::string& text, std::string_
       return runtime_error(fmt::format("writing the {} report to stdout failed", what), "-");
     return {};
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return runtime_error(fmt::format("cannot open {} file for writing", what), path);
-  f << text;
-  f.flush();
-  if (!f) return runtime_error(fmt::format("writing the {} file failed", what), path);
-  return {};
+  return replace_file_with_text(path, text, what);
 }
 
 }  // namespace

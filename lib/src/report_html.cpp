@@ -345,6 +345,8 @@ std::string roofline_section(const RunReport& report) {
                      d.read_gb_per_s > 0 || d.copy_gb_per_s > 0 || d.matmul_tflop_per_s > 0
                          ? ""
                          : " (not measured: the ceilings are measured only when the run times its paths)");
+    if (!d.matmul_unavailable.empty())
+      s += "<p class=\"note\">BF16 matrix ceiling unavailable: " + html(d.matmul_unavailable, 400) + "</p>\n";
   }
   if (points.empty()) {
     s += "<p class=\"note\" id=\"no-roofline\">No GPU timings in this run, so there is no roofline: ";

@@ -185,6 +185,7 @@ RunReport read_report(const json& j) {
     d.copy_gb_per_s = get_number(device, "copy_gb_per_s", "device", 0);
     d.read_gb_per_s = get_number(device, "read_gb_per_s", "device", 0);
     d.matmul_tflop_per_s = get_number(device, "matmul_tflop_per_s", "device", 0);
+    if (device.contains("matmul_unavailable")) d.matmul_unavailable = get_string(device, "matmul_unavailable", "device");
     r.device = d;
   }
   r.errors = get_strings(j, "errors", "");
@@ -329,10 +330,21 @@ Expected<RunReport> read_json_report(const std::string& path) {
   if (!f) return invalid_input("cannot open the report (no such file, or not readable)", path);
   std::stringstream text;
   text << f.rdbuf();
+  const std::string bytes = text.str();
+  if (bytes.find_first_not_of(" \t\r\n") == std::string::npos)
+    return invalid_input("an empty file, not a report (a run that ended before it wrote its report?)", path);
   json j;
   try {
-    j = json::parse(text.str());
+    j = json::parse(bytes);
   } catch (const json::parse_error& e) {
+    // A report cut short: the parser ran past the last byte (e.byte is one
+    // beyond it) still inside the document. Trailing garbage stops at a byte
+    // of the file instead.
+    if (e.byte > bytes.size())
+      return invalid_input(fmt::format("a truncated report: the JSON ends after {} bytes, before the report does (a "
+                                       "run killed while writing it, or a copy cut short); write it again",
+                                       bytes.size()),
+                           path);
     return invalid_input(fmt::format("not JSON: {}", e.what()), path);
   }
   return report_from_json(j, path);

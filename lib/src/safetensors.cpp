@@ -30,6 +30,7 @@
 #include <optional>
 #include <string_view>
 
+#include "pagecheck/atomic_file.hpp"
 #include "pagecheck/text.hpp"
 #include "pagecheck/threads.hpp"
 
@@ -681,38 +682,29 @@ Status write_safetensors(const std::filesystem::path& path, const std::map<std::
     n >>= 8;
   }
 
-  // Write beside the target and rename, so a failed write never leaves a
-  // half-written case file under the real name.
-  std::filesystem::path temp = path;
-  temp += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  FileWriter out;
-  if (const Status opened = out.open(temp); !opened.ok()) return opened;
-  bool ok = out.write_plain(0, length, 8) && out.write_plain(8, text.data(), text.size());
-  std::vector<std::uint64_t> lazy_offsets(lazy ? lazy->names.size() : 0);
-  std::uint64_t position = 8 + text.size();  // where the data starts
-  for (const auto* item : order) {
-    if (!ok) break;
-    const Tensor& t = item->second;
-    if (const std::ptrdiff_t k = lazy_index(item->first); k >= 0) {
-      lazy_offsets[static_cast<std::size_t>(k)] = position;
-    } else if (t.nbytes > 0) {
-      ok = out.write_plain(position, t.data, t.nbytes);
+  // Through a temporary file beside the target: a failed write never
+  // leaves a half-written case file under the real name.
+  return replace_file(path, [&](const std::filesystem::path& file) -> Status {
+    FileWriter out;
+    if (const Status opened = out.open(file); !opened.ok()) return runtime_error(opened.error().message, where);
+    bool ok = out.write_plain(0, length, 8) && out.write_plain(8, text.data(), text.size());
+    std::vector<std::uint64_t> lazy_offsets(lazy ? lazy->names.size() : 0);
+    std::uint64_t position = 8 + text.size();  // where the data starts
+    for (const auto* item : order) {
+      if (!ok) break;
+      const Tensor& t = item->second;
+      if (const std::ptrdiff_t k = lazy_index(item->first); k >= 0) {
+        lazy_offsets[static_cast<std::size_t>(k)] = position;
+      } else if (t.nbytes > 0) {
+        ok = out.write_plain(position, t.data, t.nbytes);
+      }
+      position += t.nbytes;
     }
-    position += t.nbytes;
-  }
-  if (ok && lazy != nullptr && lazy->chunks > 0) ok = out.write_lazy(*lazy, lazy_offsets, tensors, position);
-  ok = out.close() && ok;
-  if (!ok) {
-    std::remove(temp.c_str());
-    return runtime_error(fmt::format("write failed: {}", std::strerror(out.error())), where);
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::remove(temp.c_str());
-    return runtime_error(fmt::format("cannot rename the written file into place: {}", ec.message()), where);
-  }
-  return {};
+    if (ok && lazy != nullptr && lazy->chunks > 0) ok = out.write_lazy(*lazy, lazy_offsets, tensors, position);
+    ok = out.close() && ok;
+    if (!ok) return runtime_error(fmt::format("write failed: {}", std::strerror(out.error())), where);
+    return {};
+  });
 }
 
 }  // namespace pagecheck

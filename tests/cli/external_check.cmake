@@ -95,6 +95,23 @@ if(NOT status STREQUAL "n/a")
 endif()
 expect_contains("${reason}" "layout HND is not taken" "HND case reason")
 
+# Two builds of one library (issue 22): the same entry names, told apart by
+# the prefixes; without them, refused with the advice.
+pagecheck_expect(0 out run --kernel "old=${SIMPLE}" --kernel "new=${SIMPLE}"
+                 --paths reference,old:simple_decode,new:simple_decode --seqs 2 --seq-len 20 --no-timing --no-color
+                 --json "${WORK}/prefixed.json")
+path_row("${WORK}/prefixed.json" old:simple_decode status reason)
+path_row("${WORK}/prefixed.json" new:simple_decode status reason)
+file(COPY "${SIMPLE}" DESTINATION "${WORK}/second-build")
+get_filename_component(simple_file "${SIMPLE}" NAME)
+pagecheck_expect(2 out run --kernel "${SIMPLE}" --kernel "${WORK}/second-build/${simple_file}" --seqs 1 --seq-len 8)
+expect_contains("${out}" "path ext:simple_decode is exported by both" "two builds without prefixes")
+expect_contains("${out}" "--kernel old=" "two builds without prefixes: the advice")
+pagecheck_expect(2 out run --kernel "${SIMPLE}" --kernel "${SIMPLE}" --seqs 1 --seq-len 8)
+expect_contains("${out}" "is given twice" "one library given twice")
+pagecheck_expect(2 out run --kernel "a=${SIMPLE}" --kernel "a=${SIMPLE}" --kernel "${WRAP}" --seqs 1 --seq-len 8)
+expect_contains("${out}" "is given twice" "one library given twice with one prefix")
+
 # Without --paths the library's entries run with every built-in path.
 pagecheck_expect(0 out run --kernel "${WRAP}" --seqs 1 --seq-len 8 --no-timing --no-color --json "${WORK}/all.json")
 path_row("${WORK}/all.json" ext:pagecheck_split status reason)

@@ -860,3 +860,16 @@ TEST_CASE("reduce says when there is nothing to reduce, and refuses what it cann
     CHECK(contains(r.err, "path split cannot run here"));
   }
 }
+
+TEST_CASE("--kernel with a malformed prefix is a usage error naming it, in every build") {
+  auto r = run_tool("run --seqs 1 --seq-len 8 --kernel =libx.so");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "--kernel: '=libx.so': the prefix before '='"));
+  r = run_tool("run --seqs 1 --seq-len 8 --kernel old=");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "no library file after '='"));
+  // A well-formed prefix gets as far as the library itself.
+  r = run_tool("run --seqs 1 --seq-len 8 --kernel old=no-such-lib.so");
+  CHECK((r.rc == 2 || r.rc == 3));
+  CHECK((contains(r.err, "built without CUDA") || contains(r.err, "no-such-lib.so: no such file")));
+}

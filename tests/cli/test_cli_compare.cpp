@@ -104,6 +104,26 @@ TEST_CASE("compare: the merged shards of a run against the run itself") {
   CHECK(contains(lone.err, "merge the shards first"));
 }
 
+TEST_CASE("merge and compare refuse a truncated report by name, exit 3; a rewrite leaves no temporary") {
+  REQUIRE(run_tool("run --seqs 2 --seq-len 20 --preset llama3-8b --no-color -q --json whole-t.json").rc == 0);
+  const std::string whole = read_file(work_dir() / "whole-t.json");
+  {
+    std::ofstream f(work_dir() / "cut-t.json", std::ios::binary);
+    f << whole.substr(0, whole.size() * 2 / 3);
+  }
+  const auto merged = run_tool("merge whole-t.json cut-t.json -q --json m-t.json");
+  CHECK(merged.rc == 3);
+  CHECK(contains(merged.err, "cut-t.json: a truncated report"));
+  CHECK_FALSE(fs::exists(work_dir() / "m-t.json"));
+  const auto compared = run_tool("compare whole-t.json cut-t.json");
+  CHECK(compared.rc == 3);
+  CHECK(contains(compared.err, "cut-t.json: a truncated report"));
+  // The same run again over its own report: the new report in place, nothing beside it.
+  REQUIRE(run_tool("run --seqs 2 --seq-len 20 --preset llama3-8b --no-color -q --json whole-t.json").rc == 0);
+  for (const auto& e : fs::directory_iterator(work_dir()))
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp") == std::string::npos, e.path().string());
+}
+
 TEST_CASE("compare: slower past the spread and the threshold exits 1; within the spread 0") {
   write_timed_report("t-base.json", 1.00, 0.02);
   write_timed_report("t-noise.json", 1.015, 0.02);

@@ -10,6 +10,11 @@
 // before that plan, passes every check; planned_decode_baked, whose launch
 // bakes plan's host lengths into its arguments, fails the graph check; a
 // library exported as ABI 1.0 loads and passes.
+// Issue 19: misbehaving's stale_lengths (reads the lengths of its first call)
+// fails the graph check even when every sequence is at the case's capacity
+// (the check can only shorten them), and wrong_stream (launches on the legacy
+// default stream) is reported as work outside its stream, with its numbers
+// right; simple_decode passes the same cases.
 //
 // The libraries are found next to this binary's build tree
 // (../../examples/external relative to tests/gpu), or in
@@ -42,7 +47,7 @@ PathRegistry& external_registry() {
   static PathRegistry registry = [] {
     PathRegistry r;
     for (const char* file : {"libpagecheck_wrap.so", "libsimple_decode.so", "libsimple_decode_faulty.so",
-                             "libplanned_decode.so", "libsimple_decode_abi1_0.so"}) {
+                             "libplanned_decode.so", "libsimple_decode_abi1_0.so", "libpagecheck_misbehaving.so"}) {
       auto paths = gpu::load_external_kernels(library(file));
       REQUIRE_MESSAGE(paths.ok(), (paths.ok() ? "" : paths.error().describe()));
       for (auto& p : *paths) r.add(std::move(p));
@@ -287,6 +292,58 @@ TEST_CASE("external plan step: a launch that bakes plan's lengths into its argum
   std::string failures;
   for (const auto& f : o.run.check_failures) failures += f + "\n";
   CHECK_MESSAGE(replay_differs, failures);
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+TEST_CASE("external: a kernel that keeps the lengths of its first call fails the graph check at capacity") {
+  // What `pagecheck run --seqs 8 --seq-len 300` makes: every sequence at the
+  // capacity, so both rounds of the graph check shorten every sequence.
+  for (const bool at_capacity : {true, false}) {
+    auto s = decode_spec(at_capacity ? "ext-stale-capacity" : "ext-stale-mixed", 1900);
+    s.seq_len_list = at_capacity ? std::vector<std::int64_t>(8, 300) : std::vector<std::int64_t>{33, 100, 257, 64};
+    s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+    auto c = generate_case(s);
+    REQUIRE(c.ok());
+    INFO(describe_spec(s));
+    const Outcome o = run_path(*c, "ext:stale_lengths");
+    // Right on the case as uploaded...
+    CHECK(o.output.mismatches == 0);
+    CHECK(o.run.unwritten == 0);
+    // ...and stale once the lengths change.
+    REQUIRE_FALSE(o.run.check_failures.empty());
+    CHECK_MESSAGE(o.run.check_failures.front().find("the changed lengths did not reach the kernels") !=
+                      std::string::npos,
+                  joined(o.run.check_failures));
+    if (at_capacity) {
+      bool keys_past = false;
+      for (const auto& f : o.run.check_failures) keys_past |= f.find("keys past the new lengths") != std::string::npos;
+      CHECK_MESSAGE(keys_past, joined(o.run.check_failures));
+    }
+    // The same case with the kernel that reads the lengths given: no alarm.
+    check_passes(s, {"ext:simple_decode"});
+  }
+}
+
+TEST_CASE("external: a kernel launched on the legacy default stream ran work outside its stream") {
+  auto s = decode_spec("ext-wrong-stream", 2000);
+  s.seq_len_list = {300, 17, 129, 64};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  const Outcome o = run_path(*c, "ext:wrong_stream");
+  REQUIRE_FALSE(o.run.check_failures.empty());
+  CHECK_MESSAGE(o.run.check_failures.front().find("the kernel ran work outside its stream") != std::string::npos,
+                joined(o.run.check_failures));
+  // The numbers it wrote are right (read after the device-wide synchronise),
+  // so the reason is the stream, not NaN.
+  CHECK(o.output.mismatches == 0);
+  CHECK(o.run.unwritten == 0);
+  CHECK(o.run.notes.count("graph_check") == 0);  // skipped: it would only say the same again
 }
 
 TEST_CASE("external: a library built against ABI 1.0 loads and runs without a plan") {

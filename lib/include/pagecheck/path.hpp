@@ -43,6 +43,9 @@ struct DeviceInfo {
   double copy_gb_per_s = 0;      // device-to-device copy, bytes read + written
   double matmul_tflop_per_s = 0; // BF16 matrix product
   double read_gb_per_s = 0;      // read-only stream of device memory (decode's bound)
+  // Why matmul_tflop_per_s was not measured when the other ceilings were
+  // ("cuBLAS cannot be loaded (...)"); empty otherwise.
+  std::string matmul_unavailable;
 };
 
 struct RunOptions {
