@@ -637,27 +637,76 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       }
       count += k.num_tiles;
     }
-    if (p.q_tma) release(q_empty(q_buf));  // this warpgroup's S GEMMs of the work tile are done
-    ++item;
-
+    // The output. 16-bit outputs go through shared memory: this
+    // warpgroup's rows of the work tile's Q buffer (its S GEMMs are done;
+    // each warp takes its own 16 rows, two 128-byte column halves per row as
+    // Q has them, 16-byte chunks XOR-swizzled by row), then whole 256-byte
+    // rows to global memory, 16 bytes per lane. Stored straight from the
+    // accumulators, a warp's instruction wrote 16 bytes into each of 8 rows:
+    // half of every 32-byte sector, 49% excess sectors by Nsight Compute at
+    // 16 x 512 (where O is twice the K/V bytes). Other outputs: store2.
+    float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = l[h];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inv[h] = sum > 0.f ? p.a.out_scale / sum : 0.f;
       const int row = k.row0 + wg_row + g + 8 * h;
-      if (row >= k.rows_total) continue;
-      const float inv = sum > 0.f ? p.a.out_scale / sum : 0.f;
-      const std::int64_t token = k.q_begin + row / group;
-      const int head = k.kv_head * group + row % group;
-      const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
-#pragma unroll
-      for (int d = 0; d < kDBlocks; ++d)
-        store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
-               o[d * 4 + 2 * h + 1] * inv);
-      if (view.lse != nullptr && t == 0)
+      if (view.lse != nullptr && t == 0 && row < k.rows_total) {
+        const std::int64_t token = k.q_begin + row / group;
+        const int head = k.kv_head * group + row % group;
         view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+      }
     }
+    const DType odt = view.output_dtype;
+    if (odt == DType::BF16 || odt == DType::F16) {
+      const bool f16_out = odt == DType::F16;
+      const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = g + 8 * h;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; ++d) {
+          const float x = o[d * 4 + 2 * h] * inv[h], y = o[d * 4 + 2 * h + 1] * inv[h];
+          const std::uint32_t packed = f16_out ? pack2<true>(x, y) : pack2<false>(x, y);
+          st_shared32(stage + (d >> 3) * (kBlockM * 128) + r * 128 + (((d & 7) ^ (r & 7)) << 4) + 4 * t, packed);
+        }
+      }
+      __syncwarp();
+      char* out = static_cast<char*>(view.output);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int r = 2 * i + lane / 16, chunk = lane % 16;
+        const uint4 v = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
+        const int row = k.row0 + wg_row + r;
+        if (row < k.rows_total) {
+          const std::int64_t token = k.q_begin + row / group;
+          const int head = k.kv_head * group + row % group;
+          *reinterpret_cast<uint4*>(out + ((token * view.q_heads + head) * T::DV + chunk * 8) * 2) = v;
+        }
+      }
+      __syncwarp();
+      // The next work tile's Q goes into these rows: by the producer's tensor
+      // copy once q_empty completes (ordered after these generic accesses by
+      // the proxy fence), or by this warpgroup's own loads (after the barrier).
+      fence_proxy_async();
+      if (!p.q_tma) named_sync(kQBar + wg, 128);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = k.row0 + wg_row + g + 8 * h;
+        if (row >= k.rows_total) continue;
+        const std::int64_t token = k.q_begin + row / group;
+        const int head = k.kv_head * group + row % group;
+        const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; ++d)
+          store2(odt, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv[h], o[d * 4 + 2 * h + 1] * inv[h]);
+      }
+    }
+    if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
+    ++item;
   }
   if (wg == 0) turn_sync();  // warpgroup 1's last pass
 #endif  // PAGECHECK_SM90A_DEVICE

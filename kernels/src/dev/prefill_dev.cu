@@ -559,8 +559,10 @@ int main(int argc, char** argv) {
     std::printf("failures: %d\n", g_failures);
     return g_failures ? 1 : 0;
   }
-  if (argc >= 2 && !std::strcmp(argv[1], "prof")) {  // one launch of each for ncu
-    Spec s; s.q_lens.assign(8, 2048); s.seq_lens.assign(8, 2048);
+  if (argc >= 2 && !std::strcmp(argv[1], "prof")) {  // one launch of each for ncu: prof [SEQS LEN BLOCK]
+    const int seqs = argc >= 3 ? std::atoi(argv[2]) : 8, len = argc >= 4 ? std::atoi(argv[3]) : 2048;
+    Spec s; s.q_lens.assign(seqs, len); s.seq_lens.assign(seqs, len);
+    if (argc >= 5) s.block = std::atoi(argv[4]);
     HostCase c = make_case(s, 1234, false);
     DevCase d = to_device(c);
     (void)launch_gather(d.view, d.ws, 0);

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Nsight Compute on the warp-specialised prefill kernel (device side): one
+# launch of the FMHA (contiguous) and one of the paged kernel per shape of
+# `prefill_dev prof SEQS LEN BLOCK`, with WarpStateStats and SourceCounters;
+# then, per launch, the SASS lines with the most stall samples (where the
+# warps wait) and the warp-state breakdown, as text under $OUT.
+#   scripts/prefill_prof.sh NAME "SEQS LEN BLOCK" ...   (binary build-sm90dev/prefill_dev_NAME)
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-devout}
+mkdir -p "$out"
+name=$1; shift
+mkdir -p build-sm90dev
+bin=$PWD/build-sm90dev/prefill_dev_$name
+[ -f "build-ab/prefill_dev_$name.gz" ] && gunzip -c "build-ab/prefill_dev_$name.gz" >"$bin"
+chmod +x "$bin"
+for shape in "$@"; do
+  tag=$(echo "$shape" | tr ' ' '_')
+  rep=/tmp/prof_$tag
+  timeout 200 ncu --clock-control none --kernel-name regex:attn_ws_kernel --launch-count 2 \
+    --section WarpStateStats --section SourceCounters --section SpeedOfLight -f -o "$rep" "$bin" prof $shape \
+    >"$out/ncu_$tag.log" 2>&1
+  ncu --import "$rep.ncu-rep" --page details --print-units base >"$out/details_$tag.txt" 2>&1
+  for id in 0 1; do
+    ncu --import "$rep.ncu-rep" --page source --csv --print-source sass --launch-skip $id --launch-count 1 \
+      >"/tmp/src_${tag}_$id.csv" 2>/dev/null ||
+      ncu --import "$rep.ncu-rep" --page source --csv --print-source sass >"/tmp/src_${tag}_$id.csv" 2>/dev/null
+    python3 - "/tmp/src_${tag}_$id.csv" >"$out/stalls_${tag}_$id.txt" 2>&1 <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], errors="replace")))
+# The first line names the kernel (whose name may hold "Source"); the
+# header is the row with a cell that is exactly "Source".
+hdr_i = next((i for i, r in enumerate(rows) if "Source" in r), None)
+if hdr_i is None:
+    print("no header with a Source column; the first lines:")
+    for r in rows[:6]: print(r[:12])
+    sys.exit(0)
+hdr = rows[hdr_i]
+data = rows[hdr_i + 1:]
+def col(name):
+    for i, c in enumerate(hdr):
+        if name in c: return i
+    return None
+src = col("Source"); allc = col("Warp Stall Sampling (All"); ni = col("Warp Stall Sampling (Not")
+ex = col("Instructions Executed")
+print("columns:", [c for c in hdr][:40])
+def num(x):
+    try: return float(x.replace(",", ""))
+    except Exception: return 0.0
+tot = sum(num(r[allc]) for r in data if allc is not None and len(r) > allc)
+print("total stall samples", tot)
+top = sorted(range(len(data)), key=lambda i: -num(data[i][allc]) if len(data[i]) > allc else 0)[:60]
+for i in top:
+    r = data[i]
+    print(f"{i:6d} {num(r[allc]) / tot * 100:5.1f}% notissued {num(r[ni]) if ni is not None else 0:8.0f} exec {r[ex] if ex is not None else ''}  {r[src][:110]}")
+PY
+  done
+done
+ls -la "$out"
