@@ -47,6 +47,8 @@ struct CaseOptions {
   std::optional<double> v_scale;
   std::string profile;  // gaussian | llm | large-logits
   bool non_causal = false;
+  bool sinks = false;     // a sink logit per query head (drawn from the seed)
+  bool no_sinks = false;  // none, also on a preset that has them
   bool no_share_pages = false;
   bool no_poison = false;
   bool any_geometry_flag = false;  // set by main.cpp from the options' counts

@@ -114,6 +114,10 @@ int inspect_file(const std::string& file, int device) {
   fmt::print("params:    {}causal, scale {:g}{}, window {}, softcap {:g}, k_scale {:g}, v_scale {:g}\n",
              c.params.causal ? "" : "non-", c.scale(), c.params.scale ? "" : " (1/sqrt(head_dim))",
              c.params.sliding_window, c.params.softcap, c.params.k_scale, c.params.v_scale);
+  if (c.has_sinks()) {
+    const auto [low, high] = std::minmax_element(c.sinks.begin(), c.sinks.end());
+    fmt::print("sinks:     {} logits (one per query head), {:g} .. {:g}\n", c.sinks.size(), *low, *high);
+  }
   for (const auto& [key, value] : c.params.extra_metadata) {
     fmt::print("metadata:  {} = {}\n", printable(key, 80), printable(value, 160));
   }

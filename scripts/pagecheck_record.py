@@ -14,6 +14,9 @@ runtime calls its attention kernel, with the runtime's own tensors and names:
            kv_layout="NHD", kv_indptr=kv_indptr, kv_indices=kv_indices,
            kv_last_page_len=kv_last_page_len, qo_indptr=qo_indptr, output=o, lse=lse, lse_base=2)
 
+    record("step.safetensors", query=query, kv_cache=kv_cache, ...,      # gpt-oss: the layer's sinks
+           sinks=self.sinks)
+
     rec = Recorder("cases/", every=100, only_nonfinite=False)           # every 100th call
     rec(query=..., key_cache=..., value_cache=..., ...)                 # returns the path written, or None
 
@@ -137,8 +140,11 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
            kv_layout="NHD", block_table=None, seq_lens=None, kv_indptr=None, kv_indices=None,
            kv_last_page_len=None, query_start_loc=None, qo_indptr=None, output=None, lse=None, lse_base=math.e,
            causal=True, scale=None, sliding_window=0, softcap=0.0, k_scale=1.0, v_scale=1.0,
-           kv_cache_dtype=None, description="", compact=True):
-    """Writes one case file; returns its path. Tensors may live on any device."""
+           kv_cache_dtype=None, description="", compact=True, sinks=None):
+    """Writes one case file; returns its path. Tensors may live on any device.
+
+    sinks: vLLM's and FlashInfer's attention-sink tensor (gpt-oss), one logit
+    per query head [q_heads], any float dtype (written as float32)."""
     key, value, layout = _caches(key_cache, value_cache, kv_cache, paged_kv_cache, kv_layout, kv_cache_dtype)
     block_axis = 1 if layout == "NHD" else 2
     block_size = key.shape[block_axis]
@@ -183,6 +189,11 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
                                                    dtype=torch.int32)
     if starts is not None:
         tensors["query_start_loc"] = _host(starts, torch.int32)
+    if sinks is not None:
+        if sinks.dim() != 1 or sinks.shape[0] != query.shape[1]:
+            raise ValueError(f"sinks must be [q_heads] = [{query.shape[1]}] (one logit per query head), "
+                             f"got {tuple(sinks.shape)}")
+        tensors["sinks"] = _host(sinks, torch.float32)
     if output is not None:
         tensors["output"] = _host(output)
     if lse is not None:

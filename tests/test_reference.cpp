@@ -128,7 +128,10 @@ ReferenceResult scalar_attention(const Case& c, bool round_p = false) {
           logit[j] = x;
           top = std::max(top, x);
         }
-        double sum = 0;
+        // A sink logit joins the maximum and the sum, not the weights of V.
+        const double sink = c.has_sinks() ? c.sinks[h] : -std::numeric_limits<double>::infinity();
+        top = std::max(top, sink);
+        double sum = std::exp(sink - top);
         for (std::int64_t j = 0; j < len; ++j) sum += std::exp(logit[j] - top);
         for (std::int64_t j = 0; j < len; ++j) {
           double p = std::exp(logit[j] - top) / sum;

@@ -269,6 +269,11 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
     CUDA_TRY(cudaMemset(d->value_cache.as<std::byte>() + c.value_cache.nbytes, 0xFF,
                         d->value_cache.bytes() - c.value_cache.nbytes));
   CUDA_TRY(cudaMemcpy(d->query.get(), c.query.data, c.query.nbytes, cudaMemcpyHostToDevice));
+  if (c.has_sinks()) {
+    auto sinks = upload_vector(c.sinks);
+    if (!sinks) return sinks.error();
+    d->sinks = std::move(*sinks);
+  }
   // A cudaMemcpy from pageable memory may return before its DMA lands, and
   // the memsets run on the legacy stream: the harness's non-blocking stream
   // is not ordered after either, so wait here.

@@ -27,6 +27,7 @@ namespace {
 constexpr std::string_view kKnownTensors[] = {
     "query",     "key_cache",  "value_cache",      "block_table",     "seq_lens", "kv_indptr",
     "kv_indices", "kv_last_page_len", "query_start_loc", "output", "lse", "kv_cache", "paged_kv_cache",
+    "sinks",
 };
 // kv_layout's value for vLLM's classic paged-attention cache (read only: the
 // case holds it as HND and is written back so).
@@ -98,6 +99,19 @@ Status check_positive(const std::string& name, const Tensor& t, std::size_t axis
     return invalid_input(fmt::format("tensor '{}' has shape {}: {} (dimension {}) must be at least 1", name,
                                      t.describe(), what, axis));
   return {};
+}
+
+// A per-query-head vector (sinks [q_heads]): F32, F16 or BF16, widened to
+// float. `what` says what one element is, for the message.
+Expected<std::vector<float>> read_per_head(const std::string& name, const Tensor& t, std::int64_t q_heads,
+                                           std::string_view what) {
+  PC_TRY(check_dtype(name, t, {DType::F32, DType::F16, DType::BF16}));
+  if (t.rank() != 1 || t.dim(0) != q_heads)
+    return invalid_input(fmt::format("tensor '{}' has shape {} but must be [q_heads] = [{}]: {} per query head", name,
+                                     t.describe(), q_heads, what));
+  std::vector<float> out(static_cast<std::size_t>(q_heads));
+  for (std::size_t h = 0; h < out.size(); ++h) out[h] = static_cast<float>(t.at(h));
+  return out;
 }
 
 std::vector<std::int32_t> read_i32(const Tensor& t) {
@@ -487,6 +501,11 @@ Expected<Case> build_case(SafetensorsFile& file) {
   PC_TRY(check_rank("query", c.query, 3, "[num_tokens, q_heads, head_dim]"));
   PC_TRY(check_positive("query", c.query, 1, "q_heads"));
   PC_TRY(check_positive("query", c.query, 2, "head_dim"));
+  if (has("sinks")) {
+    auto sinks = read_per_head("sinks", tensors.at("sinks"), c.query.dim(1), "one sink logit");
+    if (!sinks) return sinks.error();
+    c.sinks = std::move(*sinks);
+  }
   const auto layout_text = file.metadata.find("kv_layout");
   PC_TRY(read_cache(tensors, layout_text == file.metadata.end() ? nullptr : &layout_text->second, c));
   const std::int64_t block_size = c.block_size();
@@ -666,6 +685,7 @@ Status save_case_file(const Case& c, const std::filesystem::path& path, const La
         i32_tensor({static_cast<std::int64_t>(c.query_start_loc.size())}, c.query_start_loc);
   if (c.recorded_output) tensors["output"] = *c.recorded_output;
   if (c.recorded_lse) tensors["lse"] = *c.recorded_lse;
+  if (c.has_sinks()) tensors["sinks"] = Tensor::from_vector(DType::F32, {static_cast<std::int64_t>(c.sinks.size())}, c.sinks);
 
   if (lazy == nullptr && !c.caches_held()) {
     const LazyTensors caches = cache_chunks(c);

@@ -110,6 +110,13 @@ std::string case_content_hash(const Case& c) {
   h.f64(p.k_scale);
   h.f64(p.v_scale);
 
+  // Features that older cases do not have are hashed only when present, so
+  // that an older case keeps its hash.
+  if (c.has_sinks()) {
+    h.text("sinks");
+    h.u64(c.sinks.size());
+    h.bytes(std::as_bytes(std::span<const float>(c.sinks)));
+  }
   hash_tensor(h, c.query);
   hash_tensor_header(h, c.key_cache);
   hash_tensor_header(h, c.value_cache);

@@ -125,6 +125,13 @@ Case keep_heads(const Case& c, const std::vector<std::int64_t>& kv_heads,
   out.value_cache = select_elements(c.value_cache, cache_index);
   if (c.recorded_output) out.recorded_output = select_elements(*c.recorded_output, {{}, q_heads});
   if (c.recorded_lse) out.recorded_lse = select_elements(*c.recorded_lse, {{}, q_heads});
+  const auto per_head = [&](const std::vector<float>& values) {
+    std::vector<float> kept;
+    if (!values.empty())
+      for (auto h : q_heads) kept.push_back(values.at(static_cast<std::size_t>(h)));
+    return kept;
+  };
+  out.sinks = per_head(c.sinks);
   return out;
 }
 

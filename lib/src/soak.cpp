@@ -195,6 +195,9 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
     while (s.pool_factor > 3 && page_elements * static_cast<double>(pages * s.pool_factor) > static_cast<double>(limits.max_pool_elements))
       s.pool_factor = std::max<std::int64_t>(3, s.pool_factor / 2);
   }
+  // Features drawn last, so that the draws above (and the cases of a seed
+  // drawn before them) stay as they were.
+  s.sinks = d.chance(25);
   return out;
 }
 
@@ -211,14 +214,15 @@ std::string failure_signature(const std::string& path, const std::string& kind, 
     }
     mode = prefill ? "prefill" : any_decode ? "mixed" : "chunked";
   }
-  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} {} {}", path, kind,
+  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} sinks={} {} {}", path, kind,
                      dtype_name(reduced.query.dtype), dtype_name(reduced.key_cache.dtype),
                      reduced.params.layout == KvLayout::NHD ? "NHD" : "HND",
                      reduced.table.form == TableForm::Dense ? "dense" : "csr",
                      block == 1 ? std::string("1") : power_of_two ? std::string("pow2") : std::string("other"),
                      reduced.key_head_dim(), reduced.v_head_dim(),
                      group == 1 ? std::string("1") : reduced.kv_heads() == 1 ? std::string("mqa") : std::to_string(group),
-                     reduced.params.sliding_window > 0 ? "on" : "off", reduced.params.softcap > 0 ? "on" : "off", mode,
+                     reduced.params.sliding_window > 0 ? "on" : "off", reduced.params.softcap > 0 ? "on" : "off",
+                     reduced.has_sinks() ? "on" : "off", mode,
                      reduced.params.causal ? "causal" : "non-causal");
 }
 

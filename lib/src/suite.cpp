@@ -26,6 +26,7 @@ constexpr int kGaussian = 0, kLlm = 1, kLargeLogits = 2;
 constexpr int kPageEdge = 0, kPartitionEdge = 1, kRagged = 2;
 constexpr int kDecode = 0, kPrefill = 1, kChunked = 2, kMixed = 3;
 constexpr int kCausal = 0, kNonCausal = 1;
+constexpr int kNoSinks = 0, kSinks = 1;
 }  // namespace value
 
 constexpr std::array<std::int64_t, 5> kBlockSizes = {1, 7, 16, 32, 256};
@@ -55,6 +56,7 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"page-edge", "partition-edge", "ragged"},
       {"decode", "prefill", "chunked", "mixed"},
       {"causal", "non-causal"},
+      {"none", "on"},
   }};
   return values;
 }
@@ -239,6 +241,7 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
   if (at(SuiteAxis::Window) == value::kWindowSmall) s.sliding_window = kSmallWindow;
   if (at(SuiteAxis::Window) == value::kWindowEdge) s.sliding_window = edge_window(row);
   s.causal = at(SuiteAxis::Causal) == value::kCausal;
+  s.sinks = at(SuiteAxis::Sinks) == value::kSinks;
 
   const SuiteLengths lengths = suite_lengths(row);
   s.num_seqs = static_cast<std::int64_t>(lengths.seq_lens.size());
@@ -321,7 +324,7 @@ int index_of(const std::vector<std::string>& values, const std::string& v) {
 std::string_view suite_axis_name(SuiteAxis axis) {
   static constexpr std::array<std::string_view, kSuiteAxes> names = {
       "q_dtype", "kv_dtype", "layout", "table", "block_size", "head_dim", "gqa",
-      "window",  "softcap",  "profile", "lengths", "mode", "causal"};
+      "window",  "softcap",  "profile", "lengths", "mode", "causal", "sinks"};
   return names[axis_index(axis)];
 }
 
@@ -337,29 +340,38 @@ const std::vector<SuiteTarget>& suite_targets() {
   static const std::vector<SuiteTarget> targets = [] {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
-    // also cover pairs of the wider targets.
+    // also cover pairs of the wider targets. The built-in families take the
+    // features that issue 23 added (sinks) only once their kernels do
+    // (features.hpp); the "kernel" family, last, takes every value.
+    const auto builtin = [](SuiteTarget target) {
+      target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
+      return target;
+    };
     {
       auto fmha = make_target("fmha", {"fmha"},
                               "gather + FMHA: BF16 K/V, head dim 128 (the wgmma kernel on compute capability 9.0)");
       fmha.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kBf16};
       fmha.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
-      t.push_back(std::move(fmha));
+      t.push_back(builtin(std::move(fmha)));
     }
     {
       auto wgmma = make_target("prefill-wgmma", {"prefill"},
                                "the prefill path's wgmma kernel (compute capability 9.0): head dim 128, 16-bit or fp8 K/V");
       wgmma.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kF16, value::kBf16, value::kE4m3, value::kE5m2};
       wgmma.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
-      t.push_back(std::move(wgmma));
+      t.push_back(builtin(std::move(wgmma)));
     }
     {
       auto decode = make_target("decode", {"direct", "split", "auto"}, "one query token per sequence");
       decode.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode};
-      t.push_back(std::move(decode));
+      t.push_back(builtin(std::move(decode)));
     }
-    t.push_back(make_target("prefill", {"prefill"},
-                            "every case (the portable mma.sync kernel; on compute capability 9.0 it runs F32 K/V and "
-                            "head dims other than 128)"));
+    t.push_back(builtin(make_target("prefill", {"prefill"},
+                                    "every case of the built-in features (the portable mma.sync kernel; on compute "
+                                    "capability 9.0 it runs F32 K/V and head dims other than 128)")));
+    t.push_back(make_target("kernel", {},
+                            "every value of every axis: the reference, and a --kernel library that declares every "
+                            "feature (the built-in paths report attention sinks n/a)"));
     return t;
   }();
   return targets;
@@ -453,6 +465,7 @@ SuiteRow suite_row_of(const Case& c, const SuiteRow& labelled) {
   set(SuiteAxis::Window, window == 0 ? "none" : (window == edge_window(labelled) ? "edge" : "small"));
   set(SuiteAxis::Softcap, c.params.softcap > 0 ? "on" : "none");
   set(SuiteAxis::Causal, c.params.causal ? "causal" : "non-causal");
+  set(SuiteAxis::Sinks, c.has_sinks() ? "on" : "none");
   return row;
 }
 

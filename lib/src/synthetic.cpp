@@ -101,7 +101,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-enum class Stream : std::uint64_t { Page = 1, Query = 2, StaleKey = 3, StaleValue = 4 };
+enum class Stream : std::uint64_t { Page = 1, Query = 2, StaleKey = 3, StaleValue = 4, Sinks = 5 };
 std::uint64_t stream_seed(std::uint64_t seed, Stream stream, std::int64_t index) {
   return splitmix64(splitmix64(seed ^ (static_cast<std::uint64_t>(stream) << 56)) + static_cast<std::uint64_t>(index));
 }
@@ -260,6 +260,11 @@ constexpr int kOutlierChannels = 4;
 constexpr double kOutlierMagnitude = 15.0;
 constexpr double kSinkLogit = 10.0;
 constexpr double kQueryAlignment = 0.5;  // share of the sink direction in each query
+// Attention-sink logits (SyntheticSpec::sinks), uniform in [kSinkLow,
+// kSinkHigh] for the Gaussian profile (the other profiles shift and scale
+// it): next to rows of N(0, 1) logits, exp(6) outweighs a row of a few
+// hundred keys and exp(-2) is a small share of a single key.
+constexpr double kSinkLow = -2.0, kSinkHigh = 6.0;
 
 // Largest cache or query tensor the generator makes (16 GiB).
 constexpr std::int64_t kMaxTensorBytes = std::int64_t{16} << 30;
@@ -689,6 +694,7 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
   if (spec.scale) settings["scale"] = *spec.scale;
   settings["k_scale"] = spec.k_scale;
   settings["v_scale"] = spec.v_scale;
+  if (spec.sinks) settings["sinks"] = true;
   settings["profile"] = value_profile_name(spec.profile);
   settings["share_pages"] = spec.share_pages;
   settings["poison_unused"] = spec.poison_unused;
@@ -834,6 +840,19 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   c.params.v_scale = spec.v_scale;
   c.params.description = spec.description;
   c.params.extra_metadata = spec_metadata(spec);
+  if (spec.sinks) {
+    // Their own engine: the draws above and below do not move. Sized to the
+    // profile's logits, so that a dropped sink shows in every profile: the
+    // LLM-like rows hold a sink token kSinkLogit above the rest, the
+    // large-logits rows logits of about kLargeLogitMagnitude^2.
+    Random sink_rng(stream_seed(spec.seed, Stream::Sinks, 0));
+    const double offset = spec.profile == ValueProfile::LlmLike ? kSinkLogit : 0.0;
+    const double size = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude * kLargeLogitMagnitude : 1.0;
+    for (std::int64_t h = 0; h < q_heads; ++h) {
+      const double unit = kSinkLow + (kSinkHigh - kSinkLow) * (sink_rng.symmetric() + 1.0) / 2.0;
+      c.sinks.push_back(static_cast<float>(offset + size * unit));
+    }
+  }
   const double scale = spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(dk)));
 
   // 6. Profile directions: per KV head, the LLM-like sink direction
@@ -1057,6 +1076,22 @@ std::vector<SyntheticSpec> all_presets() {
     uniform_lengths(s, 8, 1, 2048);
     out.push_back(s);
   }
+  // gpt-oss-20b alternates sliding-window (128 keys) and full-attention
+  // layers, every one with a learned sink per head: one case of each layer
+  // kind (the group "gpt-oss-20b" is both).
+  for (const bool window : {true, false}) {
+    auto s = model(window ? "gpt-oss-20b-window" : "gpt-oss-20b-full", window ? 2001 : 2002, 64, 8, 64,
+                   window ? "gpt-oss-20b sliding-window layer: 64/8 heads, d64, sinks, window 128, mixed batch"
+                          : "gpt-oss-20b full-attention layer: 64/8 heads, d64, sinks, mixed batch");
+    uniform_lengths(s, 4, window ? 100 : 64, window ? 1200 : 2048);
+    if (window) s.sliding_window = 128;
+    s.sinks = true;
+    s.query_mode = QueryMode::Mixed;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 2;
+    s.q_len_max = 64;
+    out.push_back(s);
+  }
   {
     auto s = model("large-logits", 4001, 32, 8, 128, "Logits in the hundreds: a softmax without max subtraction overflows");
     uniform_lengths(s, 4, 64, 1024);
@@ -1080,6 +1115,34 @@ Expected<SyntheticSpec> preset(const std::string& name) {
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   return usage_error(fmt::format("unknown preset '{}'; known: {}", name, known), "preset");
+}
+
+const std::vector<PresetGroup>& preset_groups() {
+  static const std::vector<PresetGroup> groups = {
+      {"gpt-oss-20b", {"gpt-oss-20b-window", "gpt-oss-20b-full"}, "gpt-oss-20b: its window layer and its full layer"},
+  };
+  return groups;
+}
+
+Expected<std::vector<SyntheticSpec>> preset_cases(const std::string& name) {
+  for (const auto& group : preset_groups()) {
+    if (group.name != name) continue;
+    std::vector<SyntheticSpec> specs;
+    for (const auto& member : group.members) {
+      auto spec = preset(member);
+      if (!spec) return spec.error();
+      specs.push_back(std::move(*spec));
+    }
+    return specs;
+  }
+  auto spec = preset(name);
+  if (!spec) {
+    std::string known;
+    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& group : preset_groups()) known += ", " + group.name;
+    return usage_error(fmt::format("unknown preset '{}'; known: {}", name, known), "preset");
+  }
+  return std::vector<SyntheticSpec>{std::move(*spec)};
 }
 
 // The default suite lives in suite.cpp.

@@ -5,7 +5,9 @@
 //      dequantised (stored x means x * k_scale / v_scale);
 //   2. for each tile of query tokens, stack the group's query heads as rows;
 //   3. S = Q K^T * scale, capped, masked (key_visible), softmax with the row
-//      maximum subtracted, O = P V, LSE = log of the normaliser.
+//      maximum subtracted (a sink logit, when the case has sinks, counts in
+//      the maximum and the normaliser only), O = P V, LSE = log of the
+//      normaliser.
 // It never reads a slot past seq_len or a page the table does not name: those
 // hold NaN in synthetic cases.
 //
@@ -119,6 +121,8 @@ Status check_geometry(const Case& c) {
   if (c.value_cache.dim(0) != c.num_blocks() || c.value_cache.dim(1) != c.key_cache.dim(1) ||
       c.value_cache.dim(2) != c.key_cache.dim(2))
     return invalid_input("key_cache and value_cache disagree on blocks, slots or heads", where);
+  if (c.has_sinks() && static_cast<std::int64_t>(c.sinks.size()) != q_heads)
+    return invalid_input(fmt::format("sinks has {} entries, expected q_heads = {}", c.sinks.size(), q_heads), where);
   const auto num_seqs = c.num_seqs();
   if (static_cast<std::int64_t>(c.query_start_loc.size()) != num_seqs + 1)
     return invalid_input(fmt::format("query_start_loc has {} entries, expected num_seqs + 1 = {}",
@@ -211,13 +215,18 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
         if (!key_visible(key_begin + k, pos, c.params.causal, c.params.sliding_window)) S(r, k) = kMinusInf;
     }
 
-    // 4. Softmax with the row maximum subtracted; O = P V; LSE.
+    // 4. Softmax with the row maximum subtracted; O = P V; LSE. A sink logit
+    // joins the row's maximum and its normaliser (exp(sink - max)), never P V.
     Vector row_max = keys > 0 ? Vector(S.rowwise().maxCoeff()) : Vector::Constant(rows, kMinusInf);  // [rows]
+    Vector sink = Vector::Constant(rows, kMinusInf);                   // [rows]: the row's head's sink logit
+    if (c.has_sinks())
+      for (std::int64_t r = 0; r < rows; ++r) sink(r) = c.sinks[static_cast<std::size_t>(kv_head * group + r % group)];
+    row_max = row_max.cwiseMax(sink);
     for (std::int64_t r = 0; r < rows; ++r)
-      if (row_max(r) == kMinusInf) row_max(r) = 0;  // a row with no visible key: P = 0 below
+      if (row_max(r) == kMinusInf) row_max(r) = 0;  // a row with no visible key and no sink: P = 0 below
     MatrixMap& P = S;                                                  // [rows, keys], overwrites S
     P = (S.colwise() - row_max).array().exp().matrix();                // exp(-inf) = 0 for masked keys
-    const Vector normaliser = P.rowwise().sum();                       // [rows]
+    const Vector normaliser = P.rowwise().sum() + (sink - row_max).array().exp().matrix();  // [rows]
     MatrixMap O = Workspace::view(ws.output, rows, dv);                // [rows, dv], unnormalised
     O.noalias() = P * V.middleRows(key_begin, keys);
 

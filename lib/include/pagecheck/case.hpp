@@ -103,6 +103,11 @@ struct Case {
   // data, and their bytes come from here (read them with fill_cache_blocks).
   std::shared_ptr<const CacheSource> cache_source;
 
+  // Attention sinks (gpt-oss): one logit per query head, [q_heads]; empty:
+  // none. Each softmax denominator gains exp(sink - max), the LSE includes
+  // it, nothing else changes (docs/case-format.md, "Attention sinks").
+  std::vector<float> sinks;
+
   std::optional<Tensor> recorded_output;  // [num_tokens, q_heads, v_head_dim]
   std::optional<Tensor> recorded_lse;     // [num_tokens, q_heads] F32
 
@@ -120,6 +125,7 @@ struct Case {
   std::int64_t max_seq_len() const;
   std::int64_t max_q_len() const;
   bool is_decode() const { return max_q_len() == 1; }
+  bool has_sinks() const { return !sinks.empty(); }
   double scale() const { return params.effective_scale(head_dim()); }
 
   // False when the caches come from cache_source rather than memory.

@@ -37,8 +37,9 @@ enum class SuiteAxis : std::uint8_t {
                // 128-row/128-key tile), ragged (1 and a few odd lengths)
   Mode,        // decode prefill chunked mixed
   Causal,      // causal non-causal
+  Sinks,       // none on (a sink logit per query head, sized to the profile's logits)
 };
-inline constexpr int kSuiteAxes = 13;
+inline constexpr int kSuiteAxes = 14;
 
 std::string_view suite_axis_name(SuiteAxis axis);
 // The values of an axis as --list-suite and the docs spell them.
@@ -49,7 +50,7 @@ using SuiteRow = std::array<int, kSuiteAxes>;
 
 // A GPU path family and the axis values its kernels take.
 struct SuiteTarget {
-  std::string name;                          // "decode", "prefill", "prefill-wgmma", "fmha"
+  std::string name;                          // "decode", "prefill", "prefill-wgmma", "fmha", "kernel"
   std::vector<std::string> paths;            // the registry paths it stands for
   std::string note;                          // what makes it a family of its own
   std::array<std::vector<int>, kSuiteAxes> allowed;  // value indices, per axis

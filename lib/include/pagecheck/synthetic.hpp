@@ -71,6 +71,12 @@ struct SyntheticSpec {
   double k_scale = 1.0;  // fp8 scales (stored x means x * scale)
   double v_scale = 1.0;
 
+  // Attention sinks: one logit per query head, drawn from the seed (uniform
+  // in [-2, 6] next to the Gaussian profile's logits, shifted and scaled to
+  // the other profiles' logits): negligible next to long rows, dominant in
+  // short ones.
+  bool sinks = false;
+
   ValueProfile profile = ValueProfile::Gaussian;
   bool share_pages = true;  // some pages shared between sequences (prefix caching)
   bool poison_unused = true;  // NaN in unreferenced pages and slots past seq_len
@@ -95,6 +101,16 @@ Status check_synthetic_spec(const SyntheticSpec& spec);
 // "gemma2-9b-softcap", "deepseek-192-128", ... (preset_names() lists them).
 std::vector<std::string> preset_names();
 Expected<SyntheticSpec> preset(const std::string& name);
+// A name that stands for several presets: the layer kinds of one model
+// ("gpt-oss-20b": its window layer and its full layer).
+struct PresetGroup {
+  std::string name;
+  std::vector<std::string> members;  // preset names
+  std::string description;
+};
+const std::vector<PresetGroup>& preset_groups();
+// The specs `name` stands for: a preset's one, or a group's members.
+Expected<std::vector<SyntheticSpec>> preset_cases(const std::string& name);
 
 // The default suite's specs (suite.hpp: a pairwise covering array over the
 // feature axes per GPU path family, plus a few fixed cases).

@@ -1,0 +1,354 @@
+// The case features of issue 23 on the harness side: attention sinks. For
+// each: the case-file round trip and its errors, the reference against a
+// small case worked by hand, the generator, the external-kernel ABI's version
+// rules (pagecheck/external_abi.hpp) and the built-in paths' n/a reasons.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pagecheck/case_file.hpp"
+#include "pagecheck/content_hash.hpp"
+#include "pagecheck/external_abi.hpp"
+#include "pagecheck/features.hpp"
+#include "pagecheck/reduce.hpp"
+#include "pagecheck/reference.hpp"
+#include "pagecheck/safetensors.hpp"
+#include "pagecheck/synthetic.hpp"
+#include "pagecheck/validate.hpp"
+#include "scratch_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace pagecheck;
+
+namespace {
+
+fs::path temp_dir() {
+  static const test::ScratchDir dir("features");
+  return dir.path;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// A small mixed batch: GQA 4/2, d64, block 4, F32 query, BF16 cache.
+SyntheticSpec small_spec() {
+  SyntheticSpec spec;
+  spec.name = "features";
+  spec.seed = 23;
+  spec.num_seqs = 3;
+  spec.q_heads = 4;
+  spec.kv_heads = 2;
+  spec.head_dim = 64;
+  spec.block_size = 4;
+  spec.query_dtype = DType::F32;
+  spec.kv_dtype = DType::BF16;
+  spec.seq_len_dist = LengthDist::List;
+  spec.seq_len_list = {21, 5, 1};
+  spec.query_mode = QueryMode::Mixed;
+  spec.q_len_dist = LengthDist::List;
+  spec.q_len_list = {3, 1};
+  return spec;
+}
+
+Case generate(const SyntheticSpec& spec) {
+  auto c = generate_case(spec);
+  REQUIRE_MESSAGE(c.ok(), c.error().describe());
+  return std::move(c.value());
+}
+
+// The case saved, then loaded back.
+Case round_trip(const Case& c, const std::string& stem) {
+  const fs::path path = temp_dir() / (stem + ".safetensors");
+  const auto saved = save_case_file(c, path);
+  REQUIRE_MESSAGE(saved.ok(), saved.error().describe());
+  auto loaded = load_case_file(path);
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error().describe());
+  return std::move(loaded.value());
+}
+
+// The tensors and metadata of `c` as a file holds them, for editing.
+SafetensorsFile parts_of(const Case& c) {
+  const fs::path path = temp_dir() / "parts.safetensors";
+  const auto saved = save_case_file(c, path);
+  REQUIRE_MESSAGE(saved.ok(), saved.error().describe());
+  auto file = read_safetensors(path);
+  REQUIRE_MESSAGE(file.ok(), file.error().describe());
+  return std::move(file.value());
+}
+
+std::string load_error(const SafetensorsFile& parts) {
+  const fs::path path = temp_dir() / "bad.safetensors";
+  const auto written = write_safetensors(path, parts.tensors, parts.metadata);
+  REQUIRE_MESSAGE(written.ok(), written.error().describe());
+  auto loaded = load_case_file(path);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.error().code == ErrorCode::InvalidInput);
+  return loaded.error().message;
+}
+
+// One sequence of two keys, query [1, 0, 0, 0], keys [1, 0, 0, 0] (both
+// logits 1 * 1/sqrt(4) = 0.5), values [0, 1, 2, 3] and [10, 11, 12, 13];
+// F32, NHD, block 2, `q_heads` query heads over one KV head.
+Case two_keys(std::int64_t q_heads) {
+  Case c;
+  c.name = "two-keys";
+  c.table.form = TableForm::Csr;
+  c.table.page_indptr = {0, 1};
+  c.table.page_indices = {1};  // page 0 is never referenced: NaN
+  c.seq_lens = {2};
+  c.query_start_loc = {0, 1};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> key(2 * 2 * 4, nan), value(2 * 2 * 4, nan);
+  for (int slot = 0; slot < 2; ++slot)
+    for (int d = 0; d < 4; ++d) {
+      key[(2 + slot) * 4 + d] = d == 0 ? 1.0 : 0.0;
+      value[(2 + slot) * 4 + d] = slot * 10 + d;
+    }
+  c.key_cache = Tensor::from_doubles(DType::F32, {2, 2, 1, 4}, key);
+  c.value_cache = Tensor::from_doubles(DType::F32, {2, 2, 1, 4}, value);
+  std::vector<double> query(static_cast<std::size_t>(q_heads * 4), 0.0);
+  for (std::int64_t h = 0; h < q_heads; ++h) query[h * 4] = 1.0;
+  c.query = Tensor::from_doubles(DType::F32, {1, q_heads, 4}, query);
+  return c;
+}
+
+// An entry that takes everything its mask says (supports is never called
+// here: external_refusal decides before it).
+pagecheck_kernel_entry entry_with(std::uint32_t features) {
+  pagecheck_kernel_entry e{};
+  e.name = "test";
+  e.features = features;
+  return e;
+}
+
+std::string refusal(const pagecheck_kernel_entry& e, std::uint32_t minor, const Case& c) {
+  return external_refusal(e, minor, c, describe_external_case(c));
+}
+
+}  // namespace
+
+// --- attention sinks ----------------------------------------------------------
+
+TEST_CASE("sinks: the reference against a case worked by hand") {
+  // Head 0: sink 0.5 + ln 2, so exp(sink - 0.5) = 2 next to the two keys'
+  // exp(0) each: weights 1/4, 1/4 (and 2/4 for the sink, which holds no
+  // value): output = (v0 + v1) / 4 = [2.5, 3, 3.5, 4], LSE = 0.5 + ln 4.
+  // Head 1: sink -30: exp(-30.5) next to 2, so the plain softmax remains:
+  // output = (v0 + v1) / 2, LSE = 0.5 + ln 2 (within 1e-13).
+  // Head 2: sink 0.5 + ln 2 + 20: the sink takes all but e^-20 of the mass;
+  // LSE ~ the sink, output ~ 0.
+  Case c = two_keys(3);
+  const double ln2 = std::log(2.0);
+  c.sinks = {static_cast<float>(0.5 + ln2), -30.0f, static_cast<float>(0.5 + ln2 + 20.0)};
+  auto r = reference_attention(c, 1);
+  REQUIRE(r.ok());
+  const auto out = [&](int h, int d) { return r->output[static_cast<std::size_t>(h * 4 + d)]; };
+  // The sink as stored (float), worked in double: s0 - 0.5 = ln 2 + tiny.
+  const double s0 = static_cast<double>(c.sinks[0]), s2 = static_cast<double>(c.sinks[2]);
+  const double norm0 = 2.0 + std::exp(s0 - 0.5);
+  for (int d = 0; d < 4; ++d) {
+    CHECK(out(0, d) == doctest::Approx((d + (10 + d)) / norm0).epsilon(1e-12));
+    CHECK(out(0, d) == doctest::Approx((10.0 + 2 * d) / 4.0).epsilon(1e-6));
+    CHECK(out(1, d) == doctest::Approx((10.0 + 2 * d) / 2.0).epsilon(1e-12));
+    CHECK(std::fabs(out(2, d)) < 16.0 * std::exp(-20.0));
+  }
+  CHECK(r->lse[0] == doctest::Approx(0.5 + std::log(norm0)).epsilon(1e-12));
+  CHECK(r->lse[0] == doctest::Approx(0.5 + std::log(4.0)).epsilon(1e-6));
+  CHECK(r->lse[1] == doctest::Approx(0.5 + ln2).epsilon(1e-12));
+  CHECK(r->lse[2] == doctest::Approx(s2 + std::log1p(2.0 * std::exp(0.5 - s2))).epsilon(1e-12));
+
+  // Without sinks: the plain softmax for every head.
+  Case plain = two_keys(3);
+  auto p = reference_attention(plain, 1);
+  REQUIRE(p.ok());
+  for (int h = 0; h < 3; ++h) CHECK(p->lse[static_cast<std::size_t>(h)] == doctest::Approx(0.5 + ln2));
+}
+
+TEST_CASE("sinks: the reference matches a float64 scalar derivation on a generated case") {
+  SyntheticSpec spec = small_spec();
+  spec.sinks = true;
+  spec.sliding_window = 3;
+  const Case c = generate(spec);
+  REQUIRE(c.sinks.size() == 4);
+  auto r = reference_attention(c, 2);
+  REQUIRE(r.ok());
+  // Scalar loops, written apart from the reference: per token and head, the
+  // logits over the visible keys, the sink in the normaliser only.
+  const PagedKvView kv = c.host_view();
+  const std::int64_t hq = c.q_heads(), dk = c.head_dim(), dv = c.v_head_dim(), group = hq / c.kv_heads();
+  double worst = 0;
+  for (std::int64_t s = 0; s < c.num_seqs(); ++s)
+    for (std::int64_t i = 0; i < c.q_len(s); ++i) {
+      const std::int64_t token = c.query_start_loc[s] + i, pos = c.seq_lens[s] - c.q_len(s) + i;
+      for (std::int64_t h = 0; h < hq; ++h) {
+        std::vector<double> weight(static_cast<std::size_t>(c.seq_lens[s]), 0.0);
+        double sum = std::exp(static_cast<double>(c.sinks[h]));  // no shift: the values here are small
+        for (std::int64_t j = 0; j < c.seq_lens[s]; ++j) {
+          if (!key_visible(j, pos, c.params.causal, c.params.sliding_window)) continue;
+          double dot = 0;
+          for (std::int64_t d = 0; d < dk; ++d)
+            dot += c.query.at((token * hq + h) * dk + d) * c.key_cache.at(kv.key_offset(s, j, h / group) + d);
+          weight[j] = std::exp(dot * c.scale());
+          sum += weight[j];
+        }
+        worst = std::max(worst, std::fabs(r->lse[token * hq + h] - std::log(sum)));
+        for (std::int64_t d = 0; d < dv; ++d) {
+          double o = 0;
+          for (std::int64_t j = 0; j < c.seq_lens[s]; ++j)
+            if (weight[j] > 0) o += weight[j] * c.value_cache.at(kv.value_offset(s, j, h / group) + d);
+          worst = std::max(worst, std::fabs(r->output[(token * hq + h) * dv + d] - o / sum));
+        }
+      }
+    }
+  CHECK(worst < 1e-9);
+}
+
+TEST_CASE("sinks: a case file round-trips them bit for bit; F16/BF16 sinks are read and widened") {
+  SyntheticSpec spec = small_spec();
+  spec.sinks = true;
+  const Case c = generate(spec);
+  const Case back = round_trip(c, "sinks");
+  REQUIRE(back.sinks.size() == c.sinks.size());
+  CHECK(std::memcmp(back.sinks.data(), c.sinks.data(), c.sinks.size() * sizeof(float)) == 0);
+  CHECK(case_content_hash(back) == case_content_hash(c));
+  Case without = c;
+  without.sinks.clear();
+  CHECK(case_content_hash(without) != case_content_hash(c));
+  CHECK(round_trip(without, "no-sinks").sinks.empty());
+
+  SafetensorsFile parts = parts_of(c);
+  CHECK(parts.tensors.at("sinks").dtype == DType::F32);
+  parts.tensors["sinks"] = Tensor::from_doubles(DType::BF16, {4}, std::vector<double>{0.5, -1.25, 3.0, 8.0});
+  const fs::path path = temp_dir() / "bf16-sinks.safetensors";
+  REQUIRE(write_safetensors(path, parts.tensors, parts.metadata).ok());
+  auto loaded = load_case_file(path);
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error().describe());
+  CHECK(loaded->sinks == std::vector<float>{0.5f, -1.25f, 3.0f, 8.0f});
+}
+
+TEST_CASE("sinks: bad input names the tensor and the shape it must have") {
+  const Case c = generate(small_spec());
+  SafetensorsFile parts = parts_of(c);
+  parts.tensors["sinks"] = Tensor::from_doubles(DType::F32, {3}, std::vector<double>{1, 2, 3});
+  std::string why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "tensor 'sinks' has shape [3] F32 but must be [q_heads] = [4]"), why);
+  parts.tensors["sinks"] = Tensor::from_doubles(DType::F32, {2, 2}, std::vector<double>{1, 2, 3, 4});
+  why = load_error(parts);
+  CHECK_MESSAGE((contains(why, "'sinks'") && contains(why, "[q_heads] = [4]")), why);
+  parts.tensors["sinks"] = Tensor::from_vector(DType::I32, {4}, std::vector<std::int32_t>{1, 2, 3, 4});
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "tensor 'sinks' is I32"), why);
+  parts.tensors.erase("sinks");
+  parts.tensors["sink"] = Tensor::from_doubles(DType::F32, {4}, std::vector<double>{1, 2, 3, 4});
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "did you mean 'sinks'"), why);
+
+  // Validation: a sink that is not finite, or a vector of the wrong length.
+  Case bad = c;
+  bad.sinks = {0.0f, std::numeric_limits<float>::infinity(), 1.0f, 2.0f};
+  auto report = validate_case(bad);
+  REQUIRE_FALSE(report.errors.empty());
+  CHECK_MESSAGE(contains(report.errors.front(), "sinks[1] = inf must be finite"), report.errors.front());
+  bad.sinks = {0.0f, 1.0f};
+  report = validate_case(bad);
+  REQUIRE_FALSE(report.errors.empty());
+  CHECK_MESSAGE(contains(report.errors.front(), "sinks has 2 entries but must be [q_heads] = [4]"),
+                report.errors.front());
+}
+
+TEST_CASE("sinks: the generator draws them from their own stream; reduce keeps those of the kept heads") {
+  SyntheticSpec spec = small_spec();
+  const Case plain = generate(spec);
+  spec.sinks = true;
+  const Case with = generate(spec);
+  // Everything else is byte for byte the case without sinks.
+  CHECK(plain.sinks.empty());
+  REQUIRE(with.sinks.size() == 4);
+  CHECK(std::memcmp(plain.query.data, with.query.data, plain.query.nbytes) == 0);
+  CHECK(std::memcmp(plain.key_cache.data, with.key_cache.data, plain.key_cache.nbytes) == 0);
+  for (float s : with.sinks) CHECK((s >= -2.0f && s <= 6.0f));
+  CHECK(with.sinks[0] != with.sinks[1]);
+  CHECK(with.params.extra_metadata.at("generator_settings").find("\"sinks\":true") != std::string::npos);
+
+  const Case kept = keep_heads(with, {1}, {1});  // KV head 1's second query head: query head 3
+  REQUIRE(kept.q_heads() == 1);
+  CHECK(kept.sinks == std::vector<float>{with.sinks[3]});
+}
+
+TEST_CASE("sinks: the built-in GPU paths report them n/a, naming the feature") {
+  SyntheticSpec spec = small_spec();
+  CHECK(builtin_feature_refusal(generate(spec), "split").empty());
+  spec.sinks = true;
+  const Case c = generate(spec);
+  for (const char* path : {"direct", "split", "auto", "prefill", "fmha"}) {
+    const std::string why = builtin_feature_refusal(c, path);
+    CHECK_MESSAGE((contains(why, "attention sinks") && contains(why, path)), why);
+  }
+}
+
+TEST_CASE("sinks through the external ABI: only to a 1.2 library whose entry declares them") {
+  SyntheticSpec spec = small_spec();
+  const Case plain = generate(spec);
+  spec.sinks = true;
+  const Case sinks = generate(spec);
+  const pagecheck_case_desc desc = describe_external_case(sinks);
+  CHECK(desc.abi_minor == 2);
+  CHECK(desc.has_sinks == 1);
+  CHECK(desc.struct_size == sizeof(pagecheck_case_desc));
+  CHECK(PAGECHECK_DESC_SIZE_1_2 == sizeof(pagecheck_case_desc));
+  CHECK(PAGECHECK_DESC_SIZE_1_1 < PAGECHECK_DESC_SIZE_1_2);
+  CHECK(describe_external_case(plain).has_sinks == 0);
+
+  // A 1.1 library: never given a sinks case, whatever its mask says ("0:
+  // everything" meant everything of 1.1); its plain cases are as before.
+  for (std::uint32_t minor : {0u, 1u}) {
+    CAPTURE(minor);
+    for (std::uint32_t mask : {0u, ~0u}) {
+      const std::string why = refusal(entry_with(mask), minor, sinks);
+      CHECK_MESSAGE((contains(why, "attention sinks") && contains(why, fmt::format("ABI 1.{}", minor))), why);
+      CHECK(refusal(entry_with(mask), minor, plain).empty());
+    }
+  }
+  // A 1.2 library: only with the bit.
+  std::string why = refusal(entry_with(0), 2, sinks);
+  CHECK_MESSAGE(contains(why, "PAGECHECK_FEATURE_SINKS"), why);
+  why = refusal(entry_with(PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL), 2, sinks);
+  CHECK_MESSAGE(contains(why, "PAGECHECK_FEATURE_SINKS"), why);
+  const std::uint32_t all = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL | PAGECHECK_FEATURE_SINKS;
+  CHECK(refusal(entry_with(all), 2, sinks).empty());
+  CHECK(refusal(entry_with(0), 2, plain).empty());
+}
+
+TEST_CASE("presets: gpt-oss-20b is its window layer and its full layer, with sinks") {
+  auto group = preset_cases("gpt-oss-20b");
+  REQUIRE(group.ok());
+  REQUIRE(group->size() == 2);
+  const SyntheticSpec& window = (*group)[0];
+  const SyntheticSpec& full = (*group)[1];
+  CHECK(window.name == "gpt-oss-20b-window");
+  CHECK(full.name == "gpt-oss-20b-full");
+  for (const SyntheticSpec* s : {&window, &full}) {
+    CHECK(s->q_heads == 64);
+    CHECK(s->kv_heads == 8);
+    CHECK(s->head_dim == 64);
+    CHECK(s->sinks);
+    const Case c = generate(*s);
+    CHECK(c.sinks.size() == 64);
+    CHECK(validate_case(c).errors.empty());
+  }
+  CHECK(window.sliding_window == 128);
+  CHECK(window.seq_len_max > 128);
+  CHECK(full.sliding_window == 0);
+  auto single = preset_cases("llama3-8b");
+  REQUIRE(single.ok());
+  CHECK(single->size() == 1);
+  auto unknown = preset_cases("gpt-oss-17b");
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(contains(unknown.error().message, "gpt-oss-20b"));
+}
