@@ -118,6 +118,10 @@ int inspect_file(const std::string& file, int device) {
     const auto [low, high] = std::minmax_element(c.sinks.begin(), c.sinks.end());
     fmt::print("sinks:     {} logits (one per query head), {:g} .. {:g}\n", c.sinks.size(), *low, *high);
   }
+  if (c.has_alibi()) {
+    const auto [low, high] = std::minmax_element(c.alibi_slopes.begin(), c.alibi_slopes.end());
+    fmt::print("alibi:     {} slopes (one per query head), {:g} .. {:g}\n", c.alibi_slopes.size(), *low, *high);
+  }
   for (const auto& [key, value] : c.params.extra_metadata) {
     fmt::print("metadata:  {} = {}\n", printable(key, 80), printable(value, 160));
   }

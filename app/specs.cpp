@@ -133,6 +133,8 @@ Status apply_flags(const CaseOptions& o, SyntheticSpec& spec) {
   if (o.non_causal) spec.causal = false;
   if (o.sinks) spec.sinks = true;
   if (o.no_sinks) spec.sinks = false;
+  if (o.alibi) spec.alibi = true;
+  if (o.no_alibi) spec.alibi = false;
   if (o.no_share_pages) spec.share_pages = false;
   if (o.no_poison) spec.poison_unused = false;
   if (!o.description.empty()) spec.description = o.description;
@@ -218,6 +220,7 @@ std::string describe_geometry(const Case& c) {
   if (c.params.sliding_window > 0) out += fmt::format(", window {}", c.params.sliding_window);
   if (c.params.softcap > 0) out += fmt::format(", softcap {:g}", c.params.softcap);
   if (c.has_sinks()) out += ", sinks";
+  if (c.has_alibi()) out += ", alibi";
   if (c.params.scale) out += fmt::format(", scale {:g}", *c.params.scale);
   if (c.params.k_scale != 1.0 || c.params.v_scale != 1.0)
     out += fmt::format(", k/v scale {:g}/{:g}", c.params.k_scale, c.params.v_scale);

@@ -140,11 +140,12 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
            kv_layout="NHD", block_table=None, seq_lens=None, kv_indptr=None, kv_indices=None,
            kv_last_page_len=None, query_start_loc=None, qo_indptr=None, output=None, lse=None, lse_base=math.e,
            causal=True, scale=None, sliding_window=0, softcap=0.0, k_scale=1.0, v_scale=1.0,
-           kv_cache_dtype=None, description="", compact=True, sinks=None):
+           kv_cache_dtype=None, description="", compact=True, sinks=None, alibi_slopes=None):
     """Writes one case file; returns its path. Tensors may live on any device.
 
     sinks: vLLM's and FlashInfer's attention-sink tensor (gpt-oss), one logit
-    per query head [q_heads], any float dtype (written as float32)."""
+    per query head [q_heads], any float dtype (written as float32).
+    alibi_slopes: vLLM's and FlashInfer's ALiBi slopes [q_heads] (float32)."""
     key, value, layout = _caches(key_cache, value_cache, kv_cache, paged_kv_cache, kv_layout, kv_cache_dtype)
     block_axis = 1 if layout == "NHD" else 2
     block_size = key.shape[block_axis]
@@ -194,6 +195,11 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
             raise ValueError(f"sinks must be [q_heads] = [{query.shape[1]}] (one logit per query head), "
                              f"got {tuple(sinks.shape)}")
         tensors["sinks"] = _host(sinks, torch.float32)
+    if alibi_slopes is not None:
+        if alibi_slopes.dim() != 1 or alibi_slopes.shape[0] != query.shape[1]:
+            raise ValueError(f"alibi_slopes must be [q_heads] = [{query.shape[1]}] (one slope per query head), "
+                             f"got {tuple(alibi_slopes.shape)}")
+        tensors["alibi_slopes"] = _host(alibi_slopes, torch.float32)
     if output is not None:
         tensors["output"] = _host(output)
     if lse is not None:

@@ -1,4 +1,4 @@
-// The case features of issue 23 on the harness side: attention sinks. For
+// The case features of issue 23 on the harness side: attention sinks, ALiBi. For
 // each: the case-file round trip and its errors, the reference against a
 // small case worked by hand, the generator, the external-kernel ABI's version
 // rules (pagecheck/external_abi.hpp) and the built-in paths' n/a reasons.
@@ -92,31 +92,39 @@ std::string load_error(const SafetensorsFile& parts) {
   return loaded.error().message;
 }
 
-// One sequence of two keys, query [1, 0, 0, 0], keys [1, 0, 0, 0] (both
-// logits 1 * 1/sqrt(4) = 0.5), values [0, 1, 2, 3] and [10, 11, 12, 13];
-// F32, NHD, block 2, `q_heads` query heads over one KV head.
-Case two_keys(std::int64_t q_heads) {
+// One sequence of `seq_len` keys, the last `q_len` of them queries; every
+// query [1, 0, 0, 0] and every key [1, 0, 0, 0] (each logit 1 * 1/sqrt(4) =
+// 0.5), value j = [10 j, 10 j + 1, 10 j + 2, 10 j + 3]; F32, NHD, block 2,
+// pages in reverse order after a NaN page; `q_heads` query heads over one KV
+// head.
+Case hand_case(std::int64_t q_heads, std::int64_t seq_len, std::int64_t q_len) {
   Case c;
-  c.name = "two-keys";
+  c.name = "by-hand";
+  const std::int64_t pages = (seq_len + 1) / 2, blocks = pages + 1;
   c.table.form = TableForm::Csr;
-  c.table.page_indptr = {0, 1};
-  c.table.page_indices = {1};  // page 0 is never referenced: NaN
-  c.seq_lens = {2};
-  c.query_start_loc = {0, 1};
+  c.table.page_indptr = {0, pages};
+  for (std::int64_t p = 0; p < pages; ++p) c.table.page_indices.push_back(static_cast<std::int32_t>(blocks - 1 - p));
+  c.seq_lens = {static_cast<std::int32_t>(seq_len)};
+  c.query_start_loc = {0, static_cast<std::int32_t>(q_len)};
+  c.query_start_loc_given = true;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<double> key(2 * 2 * 4, nan), value(2 * 2 * 4, nan);
-  for (int slot = 0; slot < 2; ++slot)
+  std::vector<double> key(static_cast<std::size_t>(blocks * 2 * 4), nan), value(key.size(), nan);
+  for (std::int64_t j = 0; j < seq_len; ++j) {
+    const std::int64_t row = c.table.page_indices[j / 2] * 2 + j % 2;
     for (int d = 0; d < 4; ++d) {
-      key[(2 + slot) * 4 + d] = d == 0 ? 1.0 : 0.0;
-      value[(2 + slot) * 4 + d] = slot * 10 + d;
+      key[row * 4 + d] = d == 0 ? 1.0 : 0.0;
+      value[row * 4 + d] = static_cast<double>(j * 10 + d);
     }
-  c.key_cache = Tensor::from_doubles(DType::F32, {2, 2, 1, 4}, key);
-  c.value_cache = Tensor::from_doubles(DType::F32, {2, 2, 1, 4}, value);
-  std::vector<double> query(static_cast<std::size_t>(q_heads * 4), 0.0);
-  for (std::int64_t h = 0; h < q_heads; ++h) query[h * 4] = 1.0;
-  c.query = Tensor::from_doubles(DType::F32, {1, q_heads, 4}, query);
+  }
+  c.key_cache = Tensor::from_doubles(DType::F32, {blocks, 2, 1, 4}, key);
+  c.value_cache = Tensor::from_doubles(DType::F32, {blocks, 2, 1, 4}, value);
+  std::vector<double> query(static_cast<std::size_t>(q_len * q_heads * 4), 0.0);
+  for (std::int64_t i = 0; i < q_len * q_heads; ++i) query[i * 4] = 1.0;
+  c.query = Tensor::from_doubles(DType::F32, {q_len, q_heads, 4}, query);
   return c;
 }
+
+Case two_keys(std::int64_t q_heads) { return hand_case(q_heads, 2, 1); }
 
 // An entry that takes everything its mask says (supports is never called
 // here: external_refusal decides before it).
@@ -351,4 +359,129 @@ TEST_CASE("presets: gpt-oss-20b is its window layer and its full layer, with sin
   auto unknown = preset_cases("gpt-oss-17b");
   REQUIRE_FALSE(unknown.ok());
   CHECK(contains(unknown.error().message, "gpt-oss-20b"));
+}
+
+// --- ALiBi --------------------------------------------------------------------
+
+TEST_CASE("alibi: the reference against cases worked by hand, positions absolute in chunked prefill") {
+  // Every logit is 0.5; ALiBi adds slope * (j - pos). With slope ln 3 a key
+  // one place back weighs 1/3 of the query's own, two places back 1/9.
+  const double ln3 = std::log(3.0);
+  Case decode = two_keys(2);  // position 1 over keys 0, 1
+  decode.alibi_slopes = {static_cast<float>(ln3), 0.0f};
+  auto r = reference_attention(decode, 1);
+  REQUIRE(r.ok());
+  // Head 0: weights 1/3 : 1 -> (v0 + 3 v1) / 4 = [7.5, 8.5, 9.5, 10.5]; LSE = 0.5 + ln(4/3).
+  // Head 1 (slope 0): (v0 + v1) / 2; LSE = 0.5 + ln 2.
+  const double w = std::exp(-static_cast<double>(decode.alibi_slopes[0]));  // 1/3 up to float rounding
+  for (int d = 0; d < 4; ++d) {
+    CHECK(r->output[static_cast<std::size_t>(d)] == doctest::Approx((w * d + (10 + d)) / (1 + w)).epsilon(1e-12));
+    CHECK(r->output[static_cast<std::size_t>(d)] == doctest::Approx(7.5 + d).epsilon(1e-6));
+    CHECK(r->output[static_cast<std::size_t>(4 + d)] == doctest::Approx(5.0 + d).epsilon(1e-12));
+  }
+  CHECK(r->lse[0] == doctest::Approx(0.5 + std::log(1 + w)).epsilon(1e-12));
+  CHECK(r->lse[0] == doctest::Approx(0.5 + std::log(4.0 / 3.0)).epsilon(1e-6));
+  CHECK(r->lse[1] == doctest::Approx(0.5 + std::log(2.0)).epsilon(1e-12));
+
+  // Chunked prefill: 3 keys, the last 2 are queries at positions 1 and 2.
+  // Token 0 (pos 1) sees keys 0, 1: as above. Token 1 (pos 2) sees keys 0,
+  // 1, 2 with weights 1/9 : 1/3 : 1 -> (v0 + 3 v1 + 9 v2) / 13, LSE = 0.5 +
+  // ln(13/9). A kernel that took the chunk's own index as the position would
+  // give token 0 the weights of position 0 (key 0 alone).
+  Case chunk = hand_case(1, 3, 2);
+  chunk.alibi_slopes = {static_cast<float>(ln3)};
+  auto rc = reference_attention(chunk, 1);
+  REQUIRE(rc.ok());
+  for (int d = 0; d < 4; ++d) {
+    CHECK(rc->output[static_cast<std::size_t>(d)] == doctest::Approx(7.5 + d).epsilon(1e-6));
+    CHECK(rc->output[static_cast<std::size_t>(4 + d)] ==
+          doctest::Approx((d + 3.0 * (10 + d) + 9.0 * (20 + d)) / 13.0).epsilon(1e-6));
+  }
+  CHECK(rc->lse[1] == doctest::Approx(0.5 + std::log(13.0 / 9.0)).epsilon(1e-6));
+
+  // Non-causal: keys after the position get a positive bias. Token 0 (pos 1)
+  // now also sees key 2, one place ahead: weights 1/3 : 1 : 3.
+  chunk.params.causal = false;
+  auto rn = reference_attention(chunk, 1);
+  REQUIRE(rn->lse.size() == 2);
+  CHECK(rn->lse[0] == doctest::Approx(0.5 + std::log(1.0 / 3.0 + 1.0 + 3.0)).epsilon(1e-6));
+}
+
+TEST_CASE("alibi: the slopes of BLOOM and MPT") {
+  // 8 heads: 2^-1 ... 2^-8.
+  const auto eight = alibi_slopes(8);
+  REQUIRE(eight.size() == 8);
+  for (int i = 0; i < 8; ++i) CHECK(eight[static_cast<std::size_t>(i)] == doctest::Approx(std::exp2(-(i + 1))));
+  // 12 heads: the 8 of 8 heads, then 2^-0.5, 2^-1.5, 2^-2.5, 2^-3.5.
+  const auto twelve = alibi_slopes(12);
+  REQUIRE(twelve.size() == 12);
+  for (int i = 0; i < 8; ++i) CHECK(twelve[static_cast<std::size_t>(i)] == eight[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < 4; ++i)
+    CHECK(twelve[static_cast<std::size_t>(8 + i)] == doctest::Approx(std::exp2(-0.5 - i)));
+  CHECK(alibi_slopes(1) == std::vector<float>{std::exp2(-8.0f)});
+}
+
+TEST_CASE("alibi: round trip, bad input, the generator, n/a on built-in paths, the ABI") {
+  SyntheticSpec spec = small_spec();
+  spec.alibi = true;
+  spec.sinks = true;  // both at once
+  const Case c = generate(spec);
+  REQUIRE(c.alibi_slopes == alibi_slopes(4));
+  const Case back = round_trip(c, "alibi");
+  CHECK(back.alibi_slopes == c.alibi_slopes);
+  CHECK(back.sinks == c.sinks);
+  CHECK(case_content_hash(back) == case_content_hash(c));
+  Case without = c;
+  without.alibi_slopes.clear();
+  CHECK(case_content_hash(without) != case_content_hash(c));
+
+  SafetensorsFile parts = parts_of(c);
+  parts.tensors["alibi_slopes"] = Tensor::from_doubles(DType::F32, {8}, std::vector<double>(8, 0.5));
+  const std::string why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "tensor 'alibi_slopes' has shape [8] F32 but must be [q_heads] = [4]: one ALiBi slope"),
+                why);
+  Case bad = c;
+  bad.alibi_slopes[2] = std::numeric_limits<float>::quiet_NaN();
+  const auto report = validate_case(bad);
+  REQUIRE_FALSE(report.errors.empty());
+  CHECK_MESSAGE(contains(report.errors.front(), "alibi_slopes[2] = nan must be finite"), report.errors.front());
+
+  // The reference with ALiBi differs from the one without, and a flipped
+  // sign differs again.
+  auto with = reference_attention(c);
+  auto none = reference_attention(without);
+  Case flipped = c;
+  for (auto& s : flipped.alibi_slopes) s = -s;
+  auto wrong = reference_attention(flipped);
+  REQUIRE((with.ok() && none.ok() && wrong.ok()));
+  double differs = 0, flips = 0;
+  for (std::size_t i = 0; i < with->output.size(); ++i) {
+    differs = std::max(differs, std::fabs(with->output[i] - none->output[i]));
+    flips = std::max(flips, std::fabs(with->output[i] - wrong->output[i]));
+  }
+  CHECK(differs > 0.05);
+  CHECK(flips > 0.05);
+
+  const Case kept = keep_heads(c, {0}, {1});
+  CHECK(kept.alibi_slopes == std::vector<float>{c.alibi_slopes[1]});
+
+  Case alibi_only = c;
+  alibi_only.sinks.clear();
+  for (const char* path : {"direct", "split", "prefill"}) {
+    const std::string reason = builtin_feature_refusal(alibi_only, path);
+    CHECK_MESSAGE((contains(reason, "ALiBi") && contains(reason, path)), reason);
+  }
+  const pagecheck_case_desc desc = describe_external_case(alibi_only);
+  CHECK(desc.has_alibi == 1);
+  CHECK(desc.has_sinks == 0);
+  for (std::uint32_t minor : {0u, 1u}) {
+    const std::string reason = refusal(entry_with(0), minor, alibi_only);
+    CHECK_MESSAGE((contains(reason, "ALiBi") && contains(reason, fmt::format("ABI 1.{}", minor))), reason);
+  }
+  const std::uint32_t decode_prefill = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL;
+  CHECK(contains(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_SINKS), 2, alibi_only), "PAGECHECK_FEATURE_ALIBI"));
+  CHECK(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_ALIBI), 2, alibi_only).empty());
+  // Both features: both bits.
+  CHECK(contains(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_ALIBI), 2, c), "PAGECHECK_FEATURE_SINKS"));
+  CHECK(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_ALIBI | PAGECHECK_FEATURE_SINKS), 2, c).empty());
 }

@@ -125,6 +125,7 @@ ReferenceResult scalar_attention(const Case& c, bool round_p = false) {
             dot += c.query.at((token * hq + h) * dk + d) * c.key_cache.at(base + d) * c.params.k_scale;
           double x = dot * c.scale();
           if (c.params.softcap > 0) x = c.params.softcap * std::tanh(x / c.params.softcap);
+          if (c.has_alibi()) x += c.alibi_slopes[h] * static_cast<double>(j - pos);
           logit[j] = x;
           top = std::max(top, x);
         }

@@ -145,9 +145,9 @@ TEST_CASE("the axes hold every value the generator and the kernels take") {
 }
 
 // The features a kernel can drop (softcap, k_scale, v_scale, the window, the
-// sinks) must change the answer beyond the default tolerance in the cases
+// sinks, ALiBi, or ALiBi's sign) must change the answer beyond the default tolerance in the cases
 // that carry them, or the suite could not catch the drop.
-TEST_CASE("a dropped softcap, scale or sink, or a window off by one, fails the default tolerances in every covering case") {
+TEST_CASE("a dropped softcap, scale, sink or ALiBi, a flipped ALiBi, or a window off by one, fails the default tolerances in every covering case") {
   int checked = 0;
   for (const auto& g : generated_suite()) {
     if (g.suite.fixed) continue;
@@ -172,6 +172,14 @@ TEST_CASE("a dropped softcap, scale or sink, or a window off by one, fails the d
     Case v = c;
     v.params.v_scale = 1.0;
     CHECK_MESSAGE(mismatches(v) > 0, "v_scale dropped");
+    if (c.has_alibi()) {
+      Case flat = c;
+      flat.alibi_slopes.clear();
+      CHECK_MESSAGE(mismatches(flat) > 0, "ALiBi dropped");
+      Case flipped = c;
+      for (auto& slope : flipped.alibi_slopes) slope = -slope;
+      CHECK_MESSAGE(mismatches(flipped) > 0, "ALiBi's sign flipped");
+    }
     if (c.has_sinks()) {
       Case sinkless = c;
       sinkless.sinks.clear();

@@ -92,10 +92,11 @@
  * FEATURES OF ABI 1.2 (docs/external-kernels.md). Cases that an older
  * description cannot express: attention sinks (a logit per query head that
  * joins every softmax denominator as exp(sink - max) and the LSE, never the
- * output's weights). They are opt-in, for libraries of every minor:
+ * output's weights) and ALiBi (a slope per query head). They are opt-in, for
+ * libraries of every minor:
  *   - an entry is given such a case only when its features mask has the bit
- *     (PAGECHECK_FEATURE_SINKS); a mask of 0 ("everything") takes everything
- *     of ABI 1.1 and none of these;
+ *     (PAGECHECK_FEATURE_SINKS, _ALIBI); a mask of 0 ("everything") takes
+ *     everything of ABI 1.1 and none of these;
  *   - and only when its library's table says abi_minor >= 2: an older
  *     library never sees one (its description has no field for it), and the
  *     case is n/a for it with the reason;
@@ -120,6 +121,9 @@
  * h is sum_j exp(logit_j - m) + exp(sinks[h] - m), m any finite shift (the
  * reference takes the maximum over the logits and the sink), so LSE =
  * m + log(normaliser) and output = sum_j exp(logit_j - m) v_j / normaliser.
+ * With ALiBi (1.2) the logit of query head h at position pos for key j gains
+ * alibi_slopes[h] * (j - pos), after the softcap (positions are absolute:
+ * a chunked-prefill token's pos is its place in the sequence).
  */
 #ifndef PAGECHECK_EXTERNAL_H
 #define PAGECHECK_EXTERNAL_H
@@ -174,6 +178,7 @@ extern "C" {
 #define PAGECHECK_FEATURE_NON_CAUSAL 0x20u /* causal == 0 */
 /* ABI 1.2, opt-in (see "FEATURES OF ABI 1.2"): */
 #define PAGECHECK_FEATURE_SINKS 0x40u      /* has_sinks: buffers->sinks */
+#define PAGECHECK_FEATURE_ALIBI 0x80u      /* has_alibi: buffers->alibi_slopes */
 
 /* One attention call, as the kernel sees it: geometry, parameters and the
  * element strides of the buffers. Filled by pagecheck; the same for every
@@ -222,13 +227,13 @@ typedef struct pagecheck_case_desc {
 
   /* ---- ABI 1.2 (struct_size >= PAGECHECK_DESC_SIZE_1_2) ---- */
   int32_t has_sinks; /* 1: buffers->sinks holds one logit per query head */
-  int32_t reserved3;
+  int32_t has_alibi; /* 1: buffers->alibi_slopes holds one slope per query head */
 } pagecheck_case_desc;
 
 /* The struct_size of a description filled by pagecheck 1.0 / 1.1 (no 1.2
  * fields), and by 1.2. */
 #define PAGECHECK_DESC_SIZE_1_1 (offsetof(pagecheck_case_desc, has_sinks))
-#define PAGECHECK_DESC_SIZE_1_2 (offsetof(pagecheck_case_desc, reserved3) + sizeof(int32_t))
+#define PAGECHECK_DESC_SIZE_1_2 (offsetof(pagecheck_case_desc, has_alibi) + sizeof(int32_t))
 
 /* Host copies of one call's lengths and offsets, for plan (ABI 1.1). Valid
  * only during the call; the same values the device buffers hold then. */
@@ -254,7 +259,8 @@ typedef struct pagecheck_buffers {
   void* output;                   /* [num_tokens, q_heads, v_head_dim], output_dtype */
   float* lse;                     /* [num_tokens, q_heads], natural log; NULL: not wanted */
   /* ---- ABI 1.2 ---- */
-  const float* sinks; /* [q_heads] F32 sink logits; NULL unless desc->has_sinks */
+  const float* sinks;        /* [q_heads] F32 sink logits; NULL unless desc->has_sinks */
+  const float* alibi_slopes; /* [q_heads] F32 ALiBi slopes; NULL unless desc->has_alibi */
 } pagecheck_buffers;
 
 /* One kernel. Every function pointer except supports and launch may be

@@ -112,6 +112,7 @@ class ExternalPath final : public GpuPath {
     buffers.output = d.view.output;
     buffers.lse = d.view.lse;
     buffers.sinks = c.has_sinks() ? d.sinks.as<float>() : nullptr;
+    buffers.alibi_slopes = c.has_alibi() ? d.alibi_slopes.as<float>() : nullptr;
 
     const pagecheck_kernel_entry* entry = &entry_;
     const std::string name = name_;

@@ -274,6 +274,11 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
     if (!sinks) return sinks.error();
     d->sinks = std::move(*sinks);
   }
+  if (c.has_alibi()) {
+    auto slopes = upload_vector(c.alibi_slopes);
+    if (!slopes) return slopes.error();
+    d->alibi_slopes = std::move(*slopes);
+  }
   // A cudaMemcpy from pageable memory may return before its DMA lands, and
   // the memsets run on the legacy stream: the harness's non-blocking stream
   // is not ordered after either, so wait here.

@@ -30,6 +30,7 @@ struct DeviceCase {
   // Case features the built-in kernels do not take yet (features.hpp), for
   // --kernel libraries (ABI 1.2); not in the view the built-in kernels read.
   DeviceBuffer sinks;            // F32 [q_heads] sink logits; empty when the case has none
+  DeviceBuffer alibi_slopes;     // F32 [q_heads]; empty when the case has none
   DeviceCaseView view;
 
   // What the table and lengths hold at upload (the reference belongs to these).

@@ -27,7 +27,7 @@ namespace {
 constexpr std::string_view kKnownTensors[] = {
     "query",     "key_cache",  "value_cache",      "block_table",     "seq_lens", "kv_indptr",
     "kv_indices", "kv_last_page_len", "query_start_loc", "output", "lse", "kv_cache", "paged_kv_cache",
-    "sinks",
+    "sinks", "alibi_slopes",
 };
 // kv_layout's value for vLLM's classic paged-attention cache (read only: the
 // case holds it as HND and is written back so).
@@ -101,7 +101,7 @@ Status check_positive(const std::string& name, const Tensor& t, std::size_t axis
   return {};
 }
 
-// A per-query-head vector (sinks [q_heads]): F32, F16 or BF16, widened to
+// A per-query-head vector (sinks, alibi_slopes [q_heads]): F32, F16 or BF16, widened to
 // float. `what` says what one element is, for the message.
 Expected<std::vector<float>> read_per_head(const std::string& name, const Tensor& t, std::int64_t q_heads,
                                            std::string_view what) {
@@ -506,6 +506,11 @@ Expected<Case> build_case(SafetensorsFile& file) {
     if (!sinks) return sinks.error();
     c.sinks = std::move(*sinks);
   }
+  if (has("alibi_slopes")) {
+    auto slopes = read_per_head("alibi_slopes", tensors.at("alibi_slopes"), c.query.dim(1), "one ALiBi slope");
+    if (!slopes) return slopes.error();
+    c.alibi_slopes = std::move(*slopes);
+  }
   const auto layout_text = file.metadata.find("kv_layout");
   PC_TRY(read_cache(tensors, layout_text == file.metadata.end() ? nullptr : &layout_text->second, c));
   const std::int64_t block_size = c.block_size();
@@ -686,6 +691,9 @@ Status save_case_file(const Case& c, const std::filesystem::path& path, const La
   if (c.recorded_output) tensors["output"] = *c.recorded_output;
   if (c.recorded_lse) tensors["lse"] = *c.recorded_lse;
   if (c.has_sinks()) tensors["sinks"] = Tensor::from_vector(DType::F32, {static_cast<std::int64_t>(c.sinks.size())}, c.sinks);
+  if (c.has_alibi())
+    tensors["alibi_slopes"] =
+        Tensor::from_vector(DType::F32, {static_cast<std::int64_t>(c.alibi_slopes.size())}, c.alibi_slopes);
 
   if (lazy == nullptr && !c.caches_held()) {
     const LazyTensors caches = cache_chunks(c);

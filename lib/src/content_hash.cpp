@@ -117,6 +117,11 @@ std::string case_content_hash(const Case& c) {
     h.u64(c.sinks.size());
     h.bytes(std::as_bytes(std::span<const float>(c.sinks)));
   }
+  if (c.has_alibi()) {
+    h.text("alibi_slopes");
+    h.u64(c.alibi_slopes.size());
+    h.bytes(std::as_bytes(std::span<const float>(c.alibi_slopes)));
+  }
   hash_tensor(h, c.query);
   hash_tensor_header(h, c.key_cache);
   hash_tensor_header(h, c.value_cache);

@@ -33,6 +33,7 @@ std::string refusal_1_2(const pagecheck_kernel_entry& e, std::uint32_t library_m
   };
   const Feature features[] = {
       {c.has_sinks(), PAGECHECK_FEATURE_SINKS, "attention sinks", "PAGECHECK_FEATURE_SINKS"},
+      {c.has_alibi(), PAGECHECK_FEATURE_ALIBI, "ALiBi slopes", "PAGECHECK_FEATURE_ALIBI"},
   };
   for (const Feature& f : features) {
     if (!f.used) continue;
@@ -118,6 +119,7 @@ pagecheck_case_desc describe_external_case(const Case& c) {
   d.output_stride_head = c.v_head_dim();
   d.lse_stride_token = c.q_heads();
   d.has_sinks = c.has_sinks() ? 1 : 0;
+  d.has_alibi = c.has_alibi() ? 1 : 0;
   return d;
 }
 

@@ -11,6 +11,7 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
                        feature, path);
   };
   if (c.has_sinks()) return refuse("attention sinks");
+  if (c.has_alibi()) return refuse("ALiBi slopes");
   return {};
 }
 

@@ -132,12 +132,14 @@ Case keep_heads(const Case& c, const std::vector<std::int64_t>& kv_heads,
     return kept;
   };
   out.sinks = per_head(c.sinks);
+  out.alibi_slopes = per_head(c.alibi_slopes);
   return out;
 }
 
 bool cut_keeps_answers(const Case& c, std::int64_t seq, const SequenceCut& cut) {
   const std::int64_t old_len = c.seq_lens[seq], old_q = c.q_len(seq);
-  const bool position_matters = c.params.causal || c.params.sliding_window > 0;
+  // ALiBi's bias depends on the positions too (key minus query position).
+  const bool position_matters = c.params.causal || c.params.sliding_window > 0 || c.has_alibi();
   if (position_matters && cut.seq_len - cut.q_len != old_len - old_q + cut.first_token) return false;
   if (!c.params.causal && cut.seq_len != old_len) return false;
   return true;

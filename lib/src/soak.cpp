@@ -198,6 +198,7 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
   // Features drawn last, so that the draws above (and the cases of a seed
   // drawn before them) stay as they were.
   s.sinks = d.chance(25);
+  s.alibi = d.chance(20);
   return out;
 }
 
@@ -214,7 +215,7 @@ std::string failure_signature(const std::string& path, const std::string& kind, 
     }
     mode = prefill ? "prefill" : any_decode ? "mixed" : "chunked";
   }
-  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} sinks={} {} {}", path, kind,
+  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} sinks={} alibi={} {} {}", path, kind,
                      dtype_name(reduced.query.dtype), dtype_name(reduced.key_cache.dtype),
                      reduced.params.layout == KvLayout::NHD ? "NHD" : "HND",
                      reduced.table.form == TableForm::Dense ? "dense" : "csr",
@@ -222,7 +223,7 @@ std::string failure_signature(const std::string& path, const std::string& kind, 
                      reduced.key_head_dim(), reduced.v_head_dim(),
                      group == 1 ? std::string("1") : reduced.kv_heads() == 1 ? std::string("mqa") : std::to_string(group),
                      reduced.params.sliding_window > 0 ? "on" : "off", reduced.params.softcap > 0 ? "on" : "off",
-                     reduced.has_sinks() ? "on" : "off", mode,
+                     reduced.has_sinks() ? "on" : "off", reduced.has_alibi() ? "on" : "off", mode,
                      reduced.params.causal ? "causal" : "non-causal");
 }
 

@@ -27,6 +27,7 @@ constexpr int kPageEdge = 0, kPartitionEdge = 1, kRagged = 2;
 constexpr int kDecode = 0, kPrefill = 1, kChunked = 2, kMixed = 3;
 constexpr int kCausal = 0, kNonCausal = 1;
 constexpr int kNoSinks = 0, kSinks = 1;
+constexpr int kNoAlibi = 0, kAlibi = 1;
 }  // namespace value
 
 constexpr std::array<std::int64_t, 5> kBlockSizes = {1, 7, 16, 32, 256};
@@ -56,6 +57,7 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"page-edge", "partition-edge", "ragged"},
       {"decode", "prefill", "chunked", "mixed"},
       {"causal", "non-causal"},
+      {"none", "on"},
       {"none", "on"},
   }};
   return values;
@@ -242,6 +244,7 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
   if (at(SuiteAxis::Window) == value::kWindowEdge) s.sliding_window = edge_window(row);
   s.causal = at(SuiteAxis::Causal) == value::kCausal;
   s.sinks = at(SuiteAxis::Sinks) == value::kSinks;
+  s.alibi = at(SuiteAxis::Alibi) == value::kAlibi;
 
   const SuiteLengths lengths = suite_lengths(row);
   s.num_seqs = static_cast<std::int64_t>(lengths.seq_lens.size());
@@ -324,7 +327,7 @@ int index_of(const std::vector<std::string>& values, const std::string& v) {
 std::string_view suite_axis_name(SuiteAxis axis) {
   static constexpr std::array<std::string_view, kSuiteAxes> names = {
       "q_dtype", "kv_dtype", "layout", "table", "block_size", "head_dim", "gqa",
-      "window",  "softcap",  "profile", "lengths", "mode", "causal", "sinks"};
+      "window",  "softcap",  "profile", "lengths", "mode", "causal", "sinks", "alibi"};
   return names[axis_index(axis)];
 }
 
@@ -341,10 +344,11 @@ const std::vector<SuiteTarget>& suite_targets() {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
     // also cover pairs of the wider targets. The built-in families take the
-    // features that issue 23 added (sinks) only once their kernels do
+    // features that issue 23 added (sinks, ALiBi) only once their kernels do
     // (features.hpp); the "kernel" family, last, takes every value.
     const auto builtin = [](SuiteTarget target) {
       target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
+      target.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
       return target;
     };
     {
@@ -371,7 +375,7 @@ const std::vector<SuiteTarget>& suite_targets() {
                                     "capability 9.0 it runs F32 K/V and head dims other than 128)")));
     t.push_back(make_target("kernel", {},
                             "every value of every axis: the reference, and a --kernel library that declares every "
-                            "feature (the built-in paths report attention sinks n/a)"));
+                            "feature (the built-in paths report attention sinks and ALiBi n/a)"));
     return t;
   }();
   return targets;
@@ -466,6 +470,7 @@ SuiteRow suite_row_of(const Case& c, const SuiteRow& labelled) {
   set(SuiteAxis::Softcap, c.params.softcap > 0 ? "on" : "none");
   set(SuiteAxis::Causal, c.params.causal ? "causal" : "non-causal");
   set(SuiteAxis::Sinks, c.has_sinks() ? "on" : "none");
+  set(SuiteAxis::Alibi, c.has_alibi() ? "on" : "none");
   return row;
 }
 

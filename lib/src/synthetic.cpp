@@ -611,6 +611,16 @@ Expected<std::int64_t> checked_bytes(std::initializer_list<std::int64_t> dims, D
 
 Status check_synthetic_spec(const SyntheticSpec& spec) { return check_spec(spec); }
 
+std::vector<float> alibi_slopes(std::int64_t heads) {
+  std::int64_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<float> slopes;
+  for (std::int64_t i = 1; i <= n; ++i) slopes.push_back(static_cast<float>(std::exp2(-8.0 * i / n)));
+  for (std::int64_t i = 1; static_cast<std::int64_t>(slopes.size()) < heads; ++i)
+    slopes.push_back(static_cast<float>(std::exp2(-4.0 * (2 * i - 1) / n)));
+  return slopes;
+}
+
 std::vector<std::int64_t> boundary_lengths(std::int64_t block_size, std::int64_t min, std::int64_t max) {
   const std::int64_t p = kDefaultPartitionTokens, b = block_size;
   std::set<std::int64_t> lengths = {1, 2, b - 1, b, b + 1, 2 * b - 1, 2 * b, 2 * b + 1, p - 1, p, p + 1,
@@ -695,6 +705,7 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
   settings["k_scale"] = spec.k_scale;
   settings["v_scale"] = spec.v_scale;
   if (spec.sinks) settings["sinks"] = true;
+  if (spec.alibi) settings["alibi"] = true;
   settings["profile"] = value_profile_name(spec.profile);
   settings["share_pages"] = spec.share_pages;
   settings["poison_unused"] = spec.poison_unused;
@@ -853,6 +864,7 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
       c.sinks.push_back(static_cast<float>(offset + size * unit));
     }
   }
+  if (spec.alibi) c.alibi_slopes = alibi_slopes(q_heads);
   const double scale = spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(dk)));
 
   // 6. Profile directions: per KV head, the LLM-like sink direction

@@ -203,7 +203,7 @@ bool check_structure(const Case& c, Findings& errors, bool caches_may_be_unfille
   return errors.total() == before;
 }
 
-// A per-query-head vector of the case (sinks): empty, or [q_heads] finite
+// A per-query-head vector of the case (sinks, alibi_slopes): empty, or [q_heads] finite
 // values.
 void check_per_head(const Case& c, const std::vector<float>& values, const char* name, const char* what,
                     Findings& errors) {
@@ -251,6 +251,7 @@ void check_geometry_and_params(const Case& c, Findings& errors) {
   if (!(std::isfinite(p.v_scale) && p.v_scale > 0))
     errors.add("parameter", [&] { return fmt::format("v_scale = {} must be a finite number > 0", p.v_scale); });
   check_per_head(c, c.sinks, "sinks", "sink logit", errors);
+  check_per_head(c, c.alibi_slopes, "alibi_slopes", "ALiBi slope", errors);
 }
 
 // Pass 3.

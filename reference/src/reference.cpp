@@ -4,7 +4,8 @@
 //   1. gather K [L, dk] and V [L, dv] of the sequence through the block table,
 //      dequantised (stored x means x * k_scale / v_scale);
 //   2. for each tile of query tokens, stack the group's query heads as rows;
-//   3. S = Q K^T * scale, capped, masked (key_visible), softmax with the row
+//   3. S = Q K^T * scale, capped, ALiBi's slope * (key position - query
+//      position) added, masked (key_visible), softmax with the row
 //      maximum subtracted (a sink logit, when the case has sinks, counts in
 //      the maximum and the normaliser only), O = P V, LSE = log of the
 //      normaliser.
@@ -123,6 +124,9 @@ Status check_geometry(const Case& c) {
     return invalid_input("key_cache and value_cache disagree on blocks, slots or heads", where);
   if (c.has_sinks() && static_cast<std::int64_t>(c.sinks.size()) != q_heads)
     return invalid_input(fmt::format("sinks has {} entries, expected q_heads = {}", c.sinks.size(), q_heads), where);
+  if (c.has_alibi() && static_cast<std::int64_t>(c.alibi_slopes.size()) != q_heads)
+    return invalid_input(fmt::format("alibi_slopes has {} entries, expected q_heads = {}", c.alibi_slopes.size(), q_heads),
+                         where);
   const auto num_seqs = c.num_seqs();
   if (static_cast<std::int64_t>(c.query_start_loc.size()) != num_seqs + 1)
     return invalid_input(fmt::format("query_start_loc has {} entries, expected num_seqs + 1 = {}",
@@ -204,15 +208,18 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
       load_row(c.query.dtype, c.query.data, (token * q_heads + head) * dk, dk, 1.0, Q.row(r).data());
     }
 
-    // 3. Logits, cap, mask.
+    // 3. Logits, cap, ALiBi bias slope * (key position - query position), mask.
     MatrixMap S = Workspace::view(ws.logits, rows, keys);  // [rows, keys]
     S.noalias() = Q * K.middleRows(key_begin, keys).transpose();
     S *= scale;
     if (softcap > 0) S = (S.array() / softcap).tanh().matrix() * softcap;
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t pos = position(tile_start + r / group);
-      for (std::int64_t k = 0; k < keys; ++k)
+      const double slope = c.has_alibi() ? c.alibi_slopes[static_cast<std::size_t>(kv_head * group + r % group)] : 0.0;
+      for (std::int64_t k = 0; k < keys; ++k) {
+        if (slope != 0.0) S(r, k) += slope * static_cast<double>(key_begin + k - pos);
         if (!key_visible(key_begin + k, pos, c.params.causal, c.params.sliding_window)) S(r, k) = kMinusInf;
+      }
     }
 
     // 4. Softmax with the row maximum subtracted; O = P V; LSE. A sink logit

@@ -107,6 +107,9 @@ struct Case {
   // none. Each softmax denominator gains exp(sink - max), the LSE includes
   // it, nothing else changes (docs/case-format.md, "Attention sinks").
   std::vector<float> sinks;
+  // ALiBi (BLOOM, MPT): one slope per query head, [q_heads]; empty: none.
+  // Logit += slope * (key position - query position), absolute positions.
+  std::vector<float> alibi_slopes;
 
   std::optional<Tensor> recorded_output;  // [num_tokens, q_heads, v_head_dim]
   std::optional<Tensor> recorded_lse;     // [num_tokens, q_heads] F32
@@ -126,6 +129,7 @@ struct Case {
   std::int64_t max_q_len() const;
   bool is_decode() const { return max_q_len() == 1; }
   bool has_sinks() const { return !sinks.empty(); }
+  bool has_alibi() const { return !alibi_slopes.empty(); }
   double scale() const { return params.effective_scale(head_dim()); }
 
   // False when the caches come from cache_source rather than memory.

@@ -38,8 +38,9 @@ enum class SuiteAxis : std::uint8_t {
   Mode,        // decode prefill chunked mixed
   Causal,      // causal non-causal
   Sinks,       // none on (a sink logit per query head, sized to the profile's logits)
+  Alibi,       // none on (BLOOM/MPT's slopes)
 };
-inline constexpr int kSuiteAxes = 14;
+inline constexpr int kSuiteAxes = 15;
 
 std::string_view suite_axis_name(SuiteAxis axis);
 // The values of an axis as --list-suite and the docs spell them.

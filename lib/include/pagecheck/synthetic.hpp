@@ -76,6 +76,8 @@ struct SyntheticSpec {
   // the other profiles' logits): negligible next to long rows, dominant in
   // short ones.
   bool sinks = false;
+  // ALiBi: the slopes BLOOM and MPT use for q_heads heads (alibi_slopes()).
+  bool alibi = false;
 
   ValueProfile profile = ValueProfile::Gaussian;
   bool share_pages = true;  // some pages shared between sequences (prefix caching)
@@ -96,6 +98,12 @@ Expected<Case> generate_case_sourced(const SyntheticSpec& spec);
 // The checks generate_case makes before it allocates anything: a spec that
 // passes is one the generator accepts (a usage error names the field).
 Status check_synthetic_spec(const SyntheticSpec& spec);
+
+// ALiBi's slopes for `heads` query heads, as the paper (Press et al.) and
+// BLOOM/MPT make them: for the largest power of two n <= heads, 2^(-8i/n)
+// for i = 1..n; the heads beyond n take the odd powers 2^(-4(2i-1)/n),
+// i = 1, 2, ...
+std::vector<float> alibi_slopes(std::int64_t heads);
 
 // Real model geometries: "llama3-8b", "llama3-70b", "mistral-7b-window",
 // "gemma2-9b-softcap", "deepseek-192-128", ... (preset_names() lists them).
