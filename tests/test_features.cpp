@@ -1,4 +1,5 @@
-// The case features of issue 23 on the harness side: attention sinks, ALiBi. For
+// The case features of issue 23 on the harness side: attention sinks, ALiBi,
+// head sizes 32/80/96/112/120. For
 // each: the case-file round trip and its errors, the reference against a
 // small case worked by hand, the generator, the external-kernel ABI's version
 // rules (pagecheck/external_abi.hpp) and the built-in paths' n/a reasons.
@@ -484,4 +485,47 @@ TEST_CASE("alibi: round trip, bad input, the generator, n/a on built-in paths, t
   // Both features: both bits.
   CHECK(contains(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_ALIBI), 2, c), "PAGECHECK_FEATURE_SINKS"));
   CHECK(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_ALIBI | PAGECHECK_FEATURE_SINKS), 2, c).empty());
+}
+
+// --- head sizes -----------------------------------------------------------------
+
+TEST_CASE("head sizes 32, 80, 96, 112, 120: the reference, a round trip, and a 1.1 library that declares no list") {
+  for (std::int64_t dim : {32, 80, 96, 112, 120}) {
+    CAPTURE(dim);
+    SyntheticSpec spec = small_spec();
+    spec.head_dim = dim;
+    spec.query_dtype = DType::F32;
+    spec.kv_dtype = DType::F32;
+    const Case c = generate(spec);
+    REQUIRE(c.head_dim() == dim);
+    CHECK(validate_case(c).errors.empty());
+    const Case back = round_trip(c, "dim");
+    CHECK(case_content_hash(back) == case_content_hash(c));
+    auto r = reference_attention(c);
+    REQUIRE(r.ok());
+    // Every output row is a convex combination of the value rows: inside their range.
+    for (double v : r->output) CHECK(std::isfinite(v));
+
+    CHECK(head_dim_added_in_1_2(dim, dim));
+    // A 1.0/1.1 entry with no head_dims list ("any" in its day): not given the size.
+    for (std::uint32_t minor : {0u, 1u}) {
+      const std::string why = refusal(entry_with(0), minor, c);
+      CHECK_MESSAGE(contains(why, fmt::format("head_dim {}/{}", dim, dim)), why);
+      CHECK_MESSAGE(contains(why, "head_dims"), why);
+    }
+    // ... given it when its list names it; a 1.2 entry that declares nothing takes it.
+    pagecheck_kernel_entry listed = entry_with(0);
+    const std::int32_t pair[2] = {static_cast<std::int32_t>(dim), static_cast<std::int32_t>(dim)};
+    listed.head_dim_count = 1;
+    listed.head_dims = pair;
+    CHECK(refusal(listed, 1, c).empty());
+    CHECK(refusal(entry_with(0), 2, c).empty());
+  }
+  // The sizes of ABI 1.1's suite still reach an old library that declares nothing.
+  for (std::int64_t dim : {64, 128, 256}) CHECK_FALSE(head_dim_added_in_1_2(dim, dim));
+  CHECK_FALSE(head_dim_added_in_1_2(192, 128));
+  CHECK_FALSE(head_dim_added_in_1_2(16, 16));  // soak's unbuilt size, never in ABI 1.1's rule set either
+  auto phi = preset("phi3-mini");
+  REQUIRE(phi.ok());
+  CHECK(phi->head_dim == 96);
 }

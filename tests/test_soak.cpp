@@ -153,7 +153,7 @@ TEST_CASE("the draws reach every axis value") {
   const std::vector<std::string> expected = {
       "q=F32", "q=F16", "q=BF16", "kv=F32", "kv=F16", "kv=BF16", "kv=F8_E4M3", "kv=F8_E5M2", "layout=NHD",
       "layout=HND", "table=dense", "table=csr", "block=1", "block=512", "block=not a power of two", "block=257..511",
-      "dims=64/64", "dims=128/128", "dims=256/256", "dims=192/128", "dims=96/96", "gqa=1", "gqa=2", "gqa=3", "gqa=4",
+      "dims=64/64", "dims=128/128", "dims=256/256", "dims=192/128", "dims=96/96", "dims=32/32", "dims=80/80", "dims=112/112", "dims=120/120", "gqa=1", "gqa=2", "gqa=3", "gqa=4",
       "gqa=8", "gqa=mqa", "window=none", "window=small", "window=large", "window=a sequence's length", "softcap=on",
       "softcap=off", "scale=explicit", "scale=default", "profile=gaussian", "profile=llm", "profile=large-logits",
       "mode=decode", "mode=prefill", "mode=chunked", "mode=mixed", "causal=causal", "causal=non-causal",

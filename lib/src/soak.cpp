@@ -115,7 +115,7 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
   else if (dims <= 5) s.head_dim = 128;
   else if (dims <= 7) s.head_dim = 256;
   else if (dims == 8) s.head_dim = 192, s.v_head_dim = 128;
-  else s.head_dim = d.pick<std::int64_t>({16, 32, 80, 96});
+  else s.head_dim = d.pick<std::int64_t>({16, 32, 80, 96, 112, 120});
   // GQA: MHA, groups of 2..8 (odd ones too), MQA.
   const std::int64_t group = d.pick<std::int64_t>({1, 1, 2, 3, 4, 4, 5, 7, 8, 8});
   s.kv_heads = d.chance(20) ? 1 : d.between(1, 4);

@@ -12,14 +12,14 @@
 namespace pagecheck {
 namespace {
 
-constexpr int kMaxValues = 8;  // values per axis, at most (pair keys are packed in base 8)
+constexpr int kMaxValues = 16;  // values per axis, at most (pair keys are packed in base 16)
 
 // Axis value indices, named where the builder needs them.
 namespace value {
 constexpr int kF32 = 0, kF16 = 1, kBf16 = 2, kE4m3 = 3, kE5m2 = 4;  // KvDtype (QueryDtype: the first three)
 constexpr int kNhd = 0, kHnd = 1;
 constexpr int kDense = 0, kCsr = 1;
-constexpr int kHead64 = 0, kHead128 = 1, kHead256 = 2, kHead192 = 3;
+constexpr int kHead64 = 0, kHead128 = 1, kHead256 = 2, kHead192 = 3;  // then 32, 80, 96, 112, 120
 constexpr int kGqa1 = 0, kGqa4 = 1, kGqa8 = 2, kMqa = 3;
 constexpr int kWindowNone = 0, kWindowSmall = 1, kWindowEdge = 2;
 constexpr int kGaussian = 0, kLlm = 1, kLargeLogits = 2;
@@ -31,6 +31,10 @@ constexpr int kNoAlibi = 0, kAlibi = 1;
 }  // namespace value
 
 constexpr std::array<std::int64_t, 5> kBlockSizes = {1, 7, 16, 32, 256};
+// The head sizes FlashAttention builds beyond the built-in kernels' (Phi-3's
+// 96; 80, 112 and 120 ship too; 32 in small models): the head_dim axis's
+// values after 192/128.
+constexpr std::array<std::int64_t, 5> kOtherHeadDims = {32, 80, 96, 112, 120};
 constexpr std::array<DType, 5> kKvDtypes = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2};
 constexpr std::int64_t kSmallWindow = 5;
 // Query lengths of chunked sequences: around the 32-token (128 rows at GQA 4)
@@ -49,7 +53,7 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"NHD", "HND"},
       {"dense", "csr"},
       {"1", "7", "16", "32", "256"},
-      {"64", "128", "256", "192/128"},
+      {"64", "128", "256", "192/128", "32", "80", "96", "112", "120"},
       {"1", "4", "8", "mqa"},
       {"none", "small", "edge"},
       {"none", "on"},
@@ -227,7 +231,8 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
     case value::kHead64: s.head_dim = 64; break;
     case value::kHead128: s.head_dim = 128; break;
     case value::kHead256: s.head_dim = 256; break;
-    default: s.head_dim = 192, s.v_head_dim = 128; break;
+    case value::kHead192: s.head_dim = 192, s.v_head_dim = 128; break;
+    default: s.head_dim = kOtherHeadDims[at(SuiteAxis::HeadDim) - value::kHead192 - 1]; break;
   }
   switch (at(SuiteAxis::Gqa)) {
     case value::kGqa1: s.q_heads = 2, s.kv_heads = 2; break;
@@ -344,9 +349,14 @@ const std::vector<SuiteTarget>& suite_targets() {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
     // also cover pairs of the wider targets. The built-in families take the
-    // features that issue 23 added (sinks, ALiBi) only once their kernels do
+    // features that issue 23 added (sinks, ALiBi, head dims 32/80/96/112/120)
+    // only once their kernels do
     // (features.hpp); the "kernel" family, last, takes every value.
     const auto builtin = [](SuiteTarget target) {
+      // The head dims the built-in kernels are built for (the others are n/a
+      // there: "head_dim 96/96 is not built").
+      auto& dims = target.allowed[axis_index(SuiteAxis::HeadDim)];
+      dims.erase(std::remove_if(dims.begin(), dims.end(), [](int v) { return v > value::kHead192; }), dims.end());
       target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
       target.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
       return target;
@@ -375,7 +385,7 @@ const std::vector<SuiteTarget>& suite_targets() {
                                     "capability 9.0 it runs F32 K/V and head dims other than 128)")));
     t.push_back(make_target("kernel", {},
                             "every value of every axis: the reference, and a --kernel library that declares every "
-                            "feature (the built-in paths report attention sinks and ALiBi n/a)"));
+                            "feature (the built-in paths report attention sinks, ALiBi and head dims they do not build n/a)"));
     return t;
   }();
   return targets;

@@ -1084,6 +1084,16 @@ std::vector<SyntheticSpec> all_presets() {
     out.push_back(s);
   }
   {
+    // Head dim 96: FlashAttention builds it, the built-in paths do not (n/a).
+    auto s = model("phi3-mini", 9601, 32, 32, 96, "Phi-3-mini: 32/32 heads, d96, mixed batch");
+    uniform_lengths(s, 4, 64, 1024);
+    s.query_mode = QueryMode::Mixed;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 2;
+    s.q_len_max = 32;
+    out.push_back(s);
+  }
+  {
     auto s = model("mqa", 1601, 16, 1, 128, "Multi-query attention: 16 query heads over one KV head");
     uniform_lengths(s, 8, 1, 2048);
     out.push_back(s);
