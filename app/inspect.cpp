@@ -102,12 +102,18 @@ int inspect_file(const std::string& file, int device) {
   fmt::print("case:      {}{}{}\n", printable(c.name, 200), c.params.description.empty() ? "" : " - ",
              printable(c.params.description, 400));
   fmt::print("geometry:  {}\n", describe_geometry(c));
-  fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
-             c.value_cache.describe());
+  if (c.has_latent())
+    fmt::print("tensors:   query {}, latent cache {} (one KV head; V = the first {} columns of each row, {} rope "
+               "columns after them)\n",
+               c.query.describe(), c.key_cache.describe(), c.v_head_dim(), c.key_head_dim() - c.v_head_dim());
+  else
+    fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
+               c.value_cache.describe());
   if (c.cache_form != CacheForm::Separate)
-    fmt::print("cache:     given as {}; {} {} key_cache/value_cache\n", cache_form_name(c.cache_form),
+    fmt::print("cache:     given as {}; {} {} {}\n", cache_form_name(c.cache_form),
                cache_form_copies(c.cache_form) ? "copied at read time into" : "viewed in place as",
-               c.params.layout == KvLayout::NHD ? "NHD" : "HND");
+               c.params.layout == KvLayout::NHD ? "NHD" : "HND",
+               c.has_latent() ? "latent cache (written back as kv_c_and_k_pe_cache)" : "key_cache/value_cache");
   if (c.recorded_output || c.recorded_lse)
     fmt::print("recorded:  output {}, lse {}\n", c.recorded_output ? c.recorded_output->describe() : "none",
                c.recorded_lse ? c.recorded_lse->describe() : "none");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -135,6 +136,18 @@ Status apply_flags(const CaseOptions& o, SyntheticSpec& spec) {
   if (o.no_sinks) spec.sinks = false;
   if (o.alibi) spec.alibi = true;
   if (o.no_alibi) spec.alibi = false;
+  if (o.mla) {
+    if (spec.layout == KvLayout::HND)
+      return usage_error("--mla is a latent cache of one KV head, stored NHD; leave --layout out or set NHD", "--mla");
+    if (o.kv_heads > 1)
+      return usage_error(fmt::format("--mla has one KV head (the latent), which contradicts --kv-heads {}", o.kv_heads),
+                         "--mla");
+    spec.latent = true;
+    spec.kv_heads = 1;
+    if (o.head_dim <= 0) spec.head_dim = 576;
+    if (o.v_head_dim <= 0) spec.v_head_dim = 512;
+    if (!o.scale) spec.scale = 1.0 / std::sqrt(192.0);
+  }
   if (o.no_share_pages) spec.share_pages = false;
   if (o.no_poison) spec.poison_unused = false;
   if (!o.description.empty()) spec.description = o.description;
@@ -221,6 +234,7 @@ std::string describe_geometry(const Case& c) {
   if (c.params.softcap > 0) out += fmt::format(", softcap {:g}", c.params.softcap);
   if (c.has_sinks()) out += ", sinks";
   if (c.has_alibi()) out += ", alibi";
+  if (c.has_latent()) out += fmt::format(", latent (MLA: V = the first {} columns of K)", c.v_head_dim());
   if (c.params.scale) out += fmt::format(", scale {:g}", *c.params.scale);
   if (c.params.k_scale != 1.0 || c.params.v_scale != 1.0)
     out += fmt::format(", k/v scale {:g}/{:g}", c.params.k_scale, c.params.v_scale);

@@ -1,5 +1,5 @@
 // The case features of issue 23 on the harness side: attention sinks, ALiBi,
-// head sizes 32/80/96/112/120. For
+// head sizes 32/80/96/112/120, latent (MLA) caches. For
 // each: the case-file round trip and its errors, the reference against a
 // small case worked by hand, the generator, the external-kernel ABI's version
 // rules (pagecheck/external_abi.hpp) and the built-in paths' n/a reasons.
@@ -528,4 +528,246 @@ TEST_CASE("head sizes 32, 80, 96, 112, 120: the reference, a round trip, and a 1
   auto phi = preset("phi3-mini");
   REQUIRE(phi.ok());
   CHECK(phi->head_dim == 96);
+}
+
+// --- latent (MLA) caches ------------------------------------------------------
+
+namespace {
+
+// One sequence of two tokens over a latent cache of rows [latent a, latent b,
+// rope r, rope s]: token 0 = [1, 0, 0, 0], token 1 = [0, 1, 0, 1]; V is the
+// latent, [1, 0] and [0, 1]. Three query heads, scale 1 (explicit):
+//   head 0: q = 0                  logits 0, 0      -> V = [1/2, 1/2], LSE ln 2
+//   head 1: q = [0, 0, 0, ln 3]    logits 0, ln 3   -> V = [1/4, 3/4], LSE ln 4 (the rope column decides)
+//   head 2: q = [ln 3, 0, 0, 0]    logits ln 3, 0   -> V = [3/4, 1/4], LSE ln 4
+// A kernel that read V from the rope columns would give [0, 0], [0, 3/4], [0, 1/4].
+SafetensorsFile latent_parts() {
+  SafetensorsFile f;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // [num_blocks 2, block_size 2, 4]; block 1 holds the sequence, block 0 NaN.
+  f.tensors["kv_c_and_k_pe_cache"] = Tensor::from_doubles(
+      DType::F32, {2, 2, 4}, std::vector<double>{nan, nan, nan, nan, nan, nan, nan, nan, 1, 0, 0, 0, 0, 1, 0, 1});
+  const double ln3 = std::log(3.0);
+  f.tensors["query"] =
+      Tensor::from_doubles(DType::F32, {1, 3, 4}, std::vector<double>{0, 0, 0, 0, 0, 0, 0, ln3, ln3, 0, 0, 0});
+  f.tensors["block_table"] = Tensor::from_vector(DType::I32, {1, 1}, std::vector<std::int32_t>{1});
+  f.tensors["seq_lens"] = Tensor::from_vector(DType::I32, {1}, std::vector<std::int32_t>{2});
+  f.metadata = {{"kv_lora_rank", "2"}, {"scale", "1.0"}};
+  return f;
+}
+
+Case load_parts(const SafetensorsFile& parts, const std::string& stem) {
+  const fs::path path = temp_dir() / (stem + ".safetensors");
+  REQUIRE(write_safetensors(path, parts.tensors, parts.metadata).ok());
+  auto loaded = load_case_file(path);
+  REQUIRE_MESSAGE(loaded.ok(), loaded.error().describe());
+  return std::move(loaded.value());
+}
+
+void check_latent_answer(const Case& c, double v_factor) {
+  auto r = reference_attention(c, 1);
+  REQUIRE(r.ok());
+  REQUIRE(r->output.size() == 6);
+  const double want[3][2] = {{0.5, 0.5}, {0.25, 0.75}, {0.75, 0.25}};
+  for (int h = 0; h < 3; ++h)
+    for (int d = 0; d < 2; ++d)
+      CHECK(r->output[static_cast<std::size_t>(h * 2 + d)] == doctest::Approx(v_factor * want[h][d]).epsilon(1e-6));
+  CHECK(r->lse[0] == doctest::Approx(std::log(2.0)).epsilon(1e-6));
+  CHECK(r->lse[1] == doctest::Approx(std::log(4.0)).epsilon(1e-6));
+  CHECK(r->lse[2] == doctest::Approx(std::log(4.0)).epsilon(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("latent (MLA): vLLM's kv_c_and_k_pe_cache, the reference against a case worked by hand") {
+  const Case c = load_parts(latent_parts(), "latent");
+  CHECK(c.has_latent());
+  CHECK(c.cache_form == CacheForm::VllmLatent);
+  CHECK(c.kv_heads() == 1);
+  CHECK(c.key_head_dim() == 4);
+  CHECK(c.v_head_dim() == 2);
+  CHECK(c.value_cache.data == c.key_cache.data);  // one tensor, viewed in place
+  const PagedKvView view = c.host_view();
+  CHECK(view.value_strides.slot == view.key_strides.slot);
+  CHECK(validate_case(c).errors.empty());
+  check_latent_answer(c, 1.0);
+  // The stored latent means x * v_scale as V (and x * k_scale as K).
+  SafetensorsFile scaled = latent_parts();
+  scaled.metadata["v_scale"] = "2.0";
+  check_latent_answer(load_parts(scaled, "latent-v-scale"), 2.0);
+  // FlashMLA's rank-4 form [num_blocks, block_size, 1, head_dim] is the same cache.
+  SafetensorsFile rank4 = latent_parts();
+  rank4.tensors["kv_c_and_k_pe_cache"].shape = {2, 2, 1, 4};
+  check_latent_answer(load_parts(rank4, "latent-rank4"), 1.0);
+}
+
+TEST_CASE("latent (MLA): FlashInfer's ckv_cache + kpe_cache and q_nope + q_pe give the same case; written as vLLM's") {
+  const SafetensorsFile vllm = latent_parts();
+  SafetensorsFile fi;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  fi.tensors["ckv_cache"] = Tensor::from_doubles(DType::F32, {2, 2, 2}, std::vector<double>{nan, nan, nan, nan, 1, 0, 0, 1});
+  fi.tensors["kpe_cache"] = Tensor::from_doubles(DType::F32, {2, 2, 2}, std::vector<double>{nan, nan, nan, nan, 0, 0, 0, 1});
+  const double ln3 = std::log(3.0);
+  fi.tensors["q_nope"] = Tensor::from_doubles(DType::F32, {1, 3, 2}, std::vector<double>{0, 0, 0, 0, ln3, 0});
+  fi.tensors["q_pe"] = Tensor::from_doubles(DType::F32, {1, 3, 2}, std::vector<double>{0, 0, 0, ln3, 0, 0});
+  fi.tensors["kv_indptr"] = Tensor::from_vector(DType::I32, {2}, std::vector<std::int32_t>{0, 1});
+  fi.tensors["kv_indices"] = Tensor::from_vector(DType::I32, {1}, std::vector<std::int32_t>{1});
+  fi.tensors["kv_last_page_len"] = Tensor::from_vector(DType::I32, {1}, std::vector<std::int32_t>{2});
+  fi.metadata = {{"scale", "1.0"}};
+  const Case c = load_parts(fi, "latent-flashinfer");
+  CHECK(c.cache_form == CacheForm::FlashInferLatent);
+  CHECK(c.v_head_dim() == 2);
+  CHECK(c.params.kv_lora_rank == 2);  // from ckv_cache's width
+  check_latent_answer(c, 1.0);
+  const Case from_vllm = load_parts(vllm, "latent-again");
+  // Same key rows of the referenced page (page 0 is NaN in both), same query.
+  CHECK(std::memcmp(c.key_cache.data + 8 * 4, from_vllm.key_cache.data + 8 * 4, 8 * 4) == 0);
+  CHECK(std::memcmp(c.query.data, from_vllm.query.data, c.query.nbytes) == 0);
+
+  // Written back in vLLM's form, read back the same, bit for bit.
+  const Case back = round_trip(c, "latent-written");
+  CHECK(back.cache_form == CacheForm::VllmLatent);
+  CHECK(back.params.kv_lora_rank == 2);
+  CHECK(back.key_cache.nbytes == c.key_cache.nbytes);
+  CHECK(std::memcmp(back.key_cache.data, c.key_cache.data, c.key_cache.nbytes) == 0);
+  CHECK(case_content_hash(back) == case_content_hash(c));
+  SafetensorsFile written = parts_of(c);
+  CHECK(written.tensors.count("kv_c_and_k_pe_cache") == 1);
+  CHECK(written.tensors.count("key_cache") == 0);
+  CHECK(written.tensors.at("kv_c_and_k_pe_cache").shape == std::vector<std::int64_t>{2, 2, 4});
+  CHECK(written.metadata.at("kv_lora_rank") == "2");
+}
+
+TEST_CASE("latent (MLA): bad input names the tensor, the metadata key and what they must be") {
+  SafetensorsFile parts = latent_parts();
+  parts.metadata.erase("kv_lora_rank");
+  std::string why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "metadata 'kv_lora_rank' is missing"), why);
+  parts = latent_parts();
+  parts.metadata["kv_lora_rank"] = "5";
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "kv_lora_rank 5 is wider than the latent cache's rows (4 columns)"), why);
+  parts = latent_parts();
+  parts.tensors["kv_c_and_k_pe_cache"].shape = {2, 1, 2, 4};
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "dimension 2 must be 1"), why);
+  parts = latent_parts();
+  parts.metadata["kv_layout"] = "HND";
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "latent (MLA) cache has one KV head"), why);
+  parts = latent_parts();
+  parts.tensors["key_cache"] = parts.tensors.at("kv_c_and_k_pe_cache");
+  why = load_error(parts);
+  CHECK_MESSAGE(contains(why, "KV cache forms"), why);
+  // kv_lora_rank with an ordinary cache.
+  SafetensorsFile ordinary = parts_of(generate(small_spec()));
+  ordinary.metadata["kv_lora_rank"] = "32";
+  why = load_error(ordinary);
+  CHECK_MESSAGE(contains(why, "not a latent (MLA) cache"), why);
+  // FlashInfer's form: the two halves must agree; q_nope needs q_pe.
+  SafetensorsFile fi;
+  fi.tensors["ckv_cache"] = Tensor::from_doubles(DType::F32, {2, 2, 2}, std::vector<double>(8, 0.0));
+  fi.tensors["kpe_cache"] = Tensor::from_doubles(DType::F32, {3, 2, 2}, std::vector<double>(12, 0.0));
+  fi.tensors["query"] = Tensor::from_doubles(DType::F32, {1, 1, 4}, std::vector<double>(4, 0.0));
+  fi.tensors["block_table"] = Tensor::from_vector(DType::I32, {1, 1}, std::vector<std::int32_t>{1});
+  fi.tensors["seq_lens"] = Tensor::from_vector(DType::I32, {1}, std::vector<std::int32_t>{2});
+  why = load_error(fi);
+  CHECK_MESSAGE(contains(why, "disagree on num_pages or page_size"), why);
+  fi.tensors.erase("kpe_cache");
+  why = load_error(fi);
+  CHECK_MESSAGE(contains(why, "required tensor 'kpe_cache' is missing"), why);
+  SafetensorsFile nope = latent_parts();
+  nope.tensors["q_nope"] = nope.tensors.at("query");
+  nope.tensors.erase("query");
+  why = load_error(nope);
+  CHECK_MESSAGE(contains(why, "required tensor 'q_pe' is missing"), why);
+  // Validation: the scale must be explicit.
+  SafetensorsFile no_scale = latent_parts();
+  no_scale.metadata.erase("scale");
+  const Case unscaled = load_parts(no_scale, "latent-no-scale");
+  const auto report = validate_case(unscaled);
+  REQUIRE_FALSE(report.errors.empty());
+  CHECK_MESSAGE(contains(report.errors.front(), "needs an explicit scale"), report.errors.front());
+}
+
+TEST_CASE("latent (MLA): the shared-latent reference equals the general one over separate K and V") {
+  // A generated latent case against the same numbers as an ordinary
+  // one-head case whose value_cache is a copy of the keys' first dv columns.
+  SyntheticSpec spec = small_spec();
+  spec.latent = true;
+  spec.kv_heads = 1;
+  spec.q_heads = 16;
+  spec.head_dim = 72;
+  spec.v_head_dim = 64;
+  spec.scale = 0.11;
+  spec.k_scale = 0.6, spec.v_scale = 1.7;
+  spec.profile = ValueProfile::LlmLike;
+  const Case latent = generate(spec);
+  REQUIRE(latent.has_latent());
+  CHECK(validate_case(latent).errors.empty());
+  Case separate = latent;
+  separate.params.kv_lora_rank.reset();
+  const std::int64_t blocks = latent.num_blocks(), bs = latent.block_size(), dk = 72, dv = 64;
+  std::vector<double> values(static_cast<std::size_t>(blocks * bs * dv));
+  for (std::int64_t row = 0; row < blocks * bs; ++row)
+    for (std::int64_t d = 0; d < dv; ++d) values[row * dv + d] = latent.key_cache.at(row * dk + d);
+  separate.value_cache = Tensor::from_doubles(latent.key_cache.dtype, {blocks, bs, 1, dv}, values);
+  auto a = reference_attention(latent);
+  auto b = reference_attention(separate);
+  REQUIRE((a.ok() && b.ok()));
+  double worst = 0;
+  for (std::size_t i = 0; i < a->output.size(); ++i) worst = std::max(worst, std::fabs(a->output[i] - b->output[i]));
+  for (std::size_t i = 0; i < a->lse.size(); ++i) worst = std::max(worst, std::fabs(a->lse[i] - b->lse[i]));
+  CHECK(worst < 1e-9);
+  // The sourced case (what pagecheck run makes) gives the held case's answer.
+  auto sourced = generate_case_sourced(spec);
+  REQUIRE(sourced.ok());
+  auto c = reference_attention(*sourced);
+  REQUIRE(c.ok());
+  CHECK(c->output == a->output);
+  // Reduce keeps V inside K.
+  const Case kept = keep_heads(latent, {0}, {1, 5});
+  CHECK(kept.value_cache.data == kept.key_cache.data);
+  CHECK(validate_case(kept).errors.empty());
+}
+
+TEST_CASE("latent (MLA): the deepseek-v3 preset, n/a on built-in paths, the ABI's one pointer") {
+  auto deepseek = preset("deepseek-v3");
+  REQUIRE(deepseek.ok());
+  CHECK(deepseek->q_heads == 128);
+  CHECK(deepseek->kv_heads == 1);
+  CHECK(deepseek->block_size == 64);
+  CHECK(deepseek->head_dim == 576);
+  CHECK(deepseek->v_head_dim == 512);
+  REQUIRE(deepseek->scale.has_value());
+  CHECK(*deepseek->scale == doctest::Approx(0.1352).epsilon(1e-3));
+  // A smaller copy of it (the reference of the preset takes seconds).
+  SyntheticSpec small = *deepseek;
+  small.q_heads = 16;
+  small.num_seqs = 2;
+  small.seq_len_max = 300;
+  const Case c = generate(small);
+  CHECK(c.has_latent());
+  CHECK(validate_case(c).errors.empty());
+
+  for (const char* path : {"direct", "split", "auto", "prefill", "fmha"}) {
+    const std::string why = builtin_feature_refusal(c, path);
+    CHECK_MESSAGE((contains(why, "latent (MLA)") && contains(why, path)), why);
+  }
+  const pagecheck_case_desc desc = describe_external_case(c);
+  CHECK(desc.value_in_key == 1);
+  CHECK(desc.head_dim == 576);
+  CHECK(desc.v_head_dim == 512);
+  CHECK(desc.kv_heads == 1);
+  CHECK(desc.value_stride_block == desc.key_stride_block);
+  CHECK(desc.value_stride_slot == desc.key_stride_slot);
+  CHECK(desc.output_stride_head == 512);
+  for (std::uint32_t minor : {0u, 1u}) {
+    const std::string why = refusal(entry_with(0), minor, c);
+    CHECK_MESSAGE((contains(why, "latent (MLA)") && contains(why, fmt::format("ABI 1.{}", minor))), why);
+  }
+  const std::uint32_t decode_prefill = PAGECHECK_FEATURE_DECODE | PAGECHECK_FEATURE_PREFILL | PAGECHECK_FEATURE_KV_SCALES;
+  CHECK(contains(refusal(entry_with(decode_prefill), 2, c), "PAGECHECK_FEATURE_LATENT"));
+  CHECK(refusal(entry_with(decode_prefill | PAGECHECK_FEATURE_LATENT), 2, c).empty());
+  CHECK(describe_external_case(generate(small_spec())).value_in_key == 0);
 }

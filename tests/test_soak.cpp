@@ -135,6 +135,7 @@ TEST_CASE("the draws reach every axis value") {
     see("causal", s.causal ? "causal" : "non-causal");
     see("sinks", s.sinks ? "on" : "off");
     see("alibi", s.alibi ? "on" : "off");
+    see("latent", s.latent ? "on" : "off");
     see("shared prefix", s.share_pages ? "on" : "off");
     see("pool", s.pool_factor == 3 ? "3x" : "larger");
     see("plan", d.plan ? "explicit split" : "the run's");
@@ -157,7 +158,7 @@ TEST_CASE("the draws reach every axis value") {
       "gqa=8", "gqa=mqa", "window=none", "window=small", "window=large", "window=a sequence's length", "softcap=on",
       "softcap=off", "scale=explicit", "scale=default", "profile=gaussian", "profile=llm", "profile=large-logits",
       "mode=decode", "mode=prefill", "mode=chunked", "mode=mixed", "causal=causal", "causal=non-causal",
-      "sinks=on", "sinks=off", "alibi=on", "alibi=off",
+      "sinks=on", "sinks=off", "alibi=on", "alibi=off", "latent=on", "latent=off", "dims=576/512",
       "shared prefix=on", "shared prefix=off", "pool=3x", "pool=larger", "plan=explicit split", "plan=the run's",
       "plan=threshold 0", "seqs=1", "seqs=several", "length=1", "length=page edge", "length=partition 256 edge",
       "length=partition 512 edge", "length=partition 1024 edge", "length=past 2048"};

@@ -92,11 +92,12 @@
  * FEATURES OF ABI 1.2 (docs/external-kernels.md). Cases that an older
  * description cannot express: attention sinks (a logit per query head that
  * joins every softmax denominator as exp(sink - max) and the LSE, never the
- * output's weights) and ALiBi (a slope per query head). They are opt-in, for
- * libraries of every minor:
+ * output's weights), ALiBi (a slope per query head) and latent (MLA)
+ * caches (value_in_key: V a column prefix of K, one pointer). They are
+ * opt-in, for libraries of every minor:
  *   - an entry is given such a case only when its features mask has the bit
- *     (PAGECHECK_FEATURE_SINKS, _ALIBI); a mask of 0 ("everything") takes
- *     everything of ABI 1.1 and none of these;
+ *     (PAGECHECK_FEATURE_SINKS, _ALIBI, _LATENT); a mask of 0 ("everything")
+ *     takes everything of ABI 1.1 and none of these;
  *   - and only when its library's table says abi_minor >= 2: an older
  *     library never sees one (its description has no field for it), and the
  *     case is n/a for it with the reason;
@@ -179,6 +180,7 @@ extern "C" {
 /* ABI 1.2, opt-in (see "FEATURES OF ABI 1.2"): */
 #define PAGECHECK_FEATURE_SINKS 0x40u      /* has_sinks: buffers->sinks */
 #define PAGECHECK_FEATURE_ALIBI 0x80u      /* has_alibi: buffers->alibi_slopes */
+#define PAGECHECK_FEATURE_LATENT 0x100u    /* value_in_key: a latent (MLA) cache, V a column prefix of K */
 
 /* One attention call, as the kernel sees it: geometry, parameters and the
  * element strides of the buffers. Filled by pagecheck; the same for every
@@ -228,12 +230,18 @@ typedef struct pagecheck_case_desc {
   /* ---- ABI 1.2 (struct_size >= PAGECHECK_DESC_SIZE_1_2) ---- */
   int32_t has_sinks; /* 1: buffers->sinks holds one logit per query head */
   int32_t has_alibi; /* 1: buffers->alibi_slopes holds one slope per query head */
+  /* 1: a latent (MLA) cache. One KV head; V of a slot is the first
+   * v_head_dim columns of its key row (head_dim columns: latent, then rope),
+   * so buffers->value_cache == buffers->key_cache and the value strides are
+   * the key strides (one pointer, nothing copied). */
+  int32_t value_in_key;
+  int32_t reserved3;
 } pagecheck_case_desc;
 
 /* The struct_size of a description filled by pagecheck 1.0 / 1.1 (no 1.2
  * fields), and by 1.2. */
 #define PAGECHECK_DESC_SIZE_1_1 (offsetof(pagecheck_case_desc, has_sinks))
-#define PAGECHECK_DESC_SIZE_1_2 (offsetof(pagecheck_case_desc, has_alibi) + sizeof(int32_t))
+#define PAGECHECK_DESC_SIZE_1_2 (offsetof(pagecheck_case_desc, reserved3) + sizeof(int32_t))
 
 /* Host copies of one call's lengths and offsets, for plan (ABI 1.1). Valid
  * only during the call; the same values the device buffers hold then. */

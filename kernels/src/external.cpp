@@ -104,7 +104,8 @@ class ExternalPath final : public GpuPath {
     buffers.struct_size = sizeof(pagecheck_buffers);
     buffers.query = d.view.query;
     buffers.key_cache = d.view.kv.key_data;
-    buffers.value_cache = d.view.kv.value_data;
+    // A latent cache: V is a column prefix of K, one pointer (ABI 1.2's value_in_key).
+    buffers.value_cache = c.has_latent() ? d.view.kv.key_data : d.view.kv.value_data;
     buffers.page_indptr = d.view.kv.page_indptr;
     buffers.page_indices = d.view.kv.page_indices;
     buffers.seq_lens = d.view.kv.seq_lens;

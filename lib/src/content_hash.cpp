@@ -117,6 +117,10 @@ std::string case_content_hash(const Case& c) {
     h.u64(c.sinks.size());
     h.bytes(std::as_bytes(std::span<const float>(c.sinks)));
   }
+  if (c.has_latent()) {
+    h.text("kv_lora_rank");
+    h.u64(static_cast<std::uint64_t>(*c.params.kv_lora_rank));
+  }
   if (c.has_alibi()) {
     h.text("alibi_slopes");
     h.u64(c.alibi_slopes.size());

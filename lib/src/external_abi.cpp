@@ -34,6 +34,7 @@ std::string refusal_1_2(const pagecheck_kernel_entry& e, std::uint32_t library_m
   const Feature features[] = {
       {c.has_sinks(), PAGECHECK_FEATURE_SINKS, "attention sinks", "PAGECHECK_FEATURE_SINKS"},
       {c.has_alibi(), PAGECHECK_FEATURE_ALIBI, "ALiBi slopes", "PAGECHECK_FEATURE_ALIBI"},
+      {c.has_latent(), PAGECHECK_FEATURE_LATENT, "latent (MLA) caches", "PAGECHECK_FEATURE_LATENT"},
   };
   for (const Feature& f : features) {
     if (!f.used) continue;
@@ -108,7 +109,9 @@ pagecheck_case_desc describe_external_case(const Case& c) {
   d.query_stride_token = c.q_heads() * c.head_dim();
   d.query_stride_head = c.head_dim();
   const CacheStrides ks = cache_strides(c.params.layout, c.block_size(), c.kv_heads(), c.key_head_dim());
-  const CacheStrides vs = cache_strides(c.params.layout, c.block_size(), c.kv_heads(), c.v_head_dim());
+  // A latent cache's V is the column prefix of each key row: the key's strides.
+  const CacheStrides vs =
+      c.has_latent() ? ks : cache_strides(c.params.layout, c.block_size(), c.kv_heads(), c.v_head_dim());
   d.key_stride_block = ks.block;
   d.key_stride_slot = ks.slot;
   d.key_stride_head = ks.head;
@@ -120,6 +123,7 @@ pagecheck_case_desc describe_external_case(const Case& c) {
   d.lse_stride_token = c.q_heads();
   d.has_sinks = c.has_sinks() ? 1 : 0;
   d.has_alibi = c.has_alibi() ? 1 : 0;
+  d.value_in_key = c.has_latent() ? 1 : 0;
   return d;
 }
 

@@ -12,6 +12,7 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
   };
   if (c.has_sinks()) return refuse("attention sinks");
   if (c.has_alibi()) return refuse("ALiBi slopes");
+  if (c.has_latent()) return refuse("latent (MLA) caches");
   return {};
 }
 

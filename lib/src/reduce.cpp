@@ -122,7 +122,7 @@ Case keep_heads(const Case& c, const std::vector<std::int64_t>& kv_heads,
   std::vector<std::vector<std::int64_t>> cache_index(head_axis + 1);
   cache_index[head_axis] = kv_heads;
   out.key_cache = select_elements(c.key_cache, cache_index);
-  out.value_cache = select_elements(c.value_cache, cache_index);
+  out.value_cache = c.has_latent() ? out.key_cache : select_elements(c.value_cache, cache_index);
   if (c.recorded_output) out.recorded_output = select_elements(*c.recorded_output, {{}, q_heads});
   if (c.recorded_lse) out.recorded_lse = select_elements(*c.recorded_lse, {{}, q_heads});
   const auto per_head = [&](const std::vector<float>& values) {
@@ -203,7 +203,7 @@ Case compact_pages(const Case& c) {
   }
   Case out = c;
   out.key_cache = select_elements(c.key_cache, {kept});
-  out.value_cache = select_elements(c.value_cache, {kept});
+  out.value_cache = c.has_latent() ? out.key_cache : select_elements(c.value_cache, {kept});
   out.table.page_indices.clear();
   out.table.page_indptr = {0};
   if (c.table.form == TableForm::Dense) out.table.max_blocks_per_seq = widest;

@@ -199,6 +199,44 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
   // drawn before them) stay as they were.
   s.sinks = d.chance(25);
   s.alibi = d.chance(20);
+  // A latent (MLA) cache in one case of ten: DeepSeek's 576/512 (or a
+  // smaller latent now and then), one KV head, 16-128 query heads, NHD, none
+  // of the other logit features; lengths halved while over the budget.
+  if (d.chance(10)) {
+    s.latent = true;
+    s.head_dim = d.chance(75) ? 576 : d.pick<std::int64_t>({96, 160, 320});
+    s.v_head_dim = s.head_dim == 576 ? 512 : s.head_dim - d.pick<std::int64_t>({16, 32, 64});
+    s.kv_heads = 1;
+    s.q_heads = d.pick<std::int64_t>({16, 16, 32, 64, 128});
+    s.layout = KvLayout::NHD;
+    s.sliding_window = 0;
+    s.softcap = 0;
+    s.sinks = s.alibi = false;
+    s.causal = true;
+    if (s.query_mode == QueryMode::Prefill) s.query_mode = QueryMode::Mixed;
+    if (s.query_mode != QueryMode::Decode && s.q_len_list.empty()) {
+      s.q_len_dist = LengthDist::List;
+      for (auto len : s.seq_len_list) s.q_len_list.push_back(std::max<std::int64_t>(1, len / 4));
+      s.q_len_min = 1;
+      s.q_len_max = *std::max_element(s.q_len_list.begin(), s.q_len_list.end());
+    }
+    s.scale = 1.0 / std::sqrt(192.0);
+    while (soak_reference_work(s) > limits.max_reference_work && s.seq_len_max > 1) {
+      for (auto& len : s.seq_len_list) len = std::max<std::int64_t>(1, len / 2);
+      for (auto& q : s.q_len_list) q = std::max<std::int64_t>(1, q / 2);
+      s.seq_len_min = *std::min_element(s.seq_len_list.begin(), s.seq_len_list.end());
+      s.seq_len_max = *std::max_element(s.seq_len_list.begin(), s.seq_len_list.end());
+      if (!s.q_len_list.empty()) s.q_len_max = *std::max_element(s.q_len_list.begin(), s.q_len_list.end());
+    }
+    out.huge_pool = false;
+    std::int64_t latent_pages = 0;
+    for (auto len : s.seq_len_list) latent_pages += (len + s.block_size - 1) / s.block_size;
+    const double row_elements = static_cast<double>(s.block_size * s.head_dim);
+    s.pool_factor = std::min<std::int64_t>(s.pool_factor, 8);
+    while (s.pool_factor > 3 &&
+           row_elements * static_cast<double>(latent_pages * s.pool_factor) > static_cast<double>(limits.max_pool_elements))
+      s.pool_factor = std::max<std::int64_t>(3, s.pool_factor / 2);
+  }
   return out;
 }
 

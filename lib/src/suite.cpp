@@ -5,6 +5,7 @@
 #include "pagecheck/suite.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@ constexpr int kF32 = 0, kF16 = 1, kBf16 = 2, kE4m3 = 3, kE5m2 = 4;  // KvDtype (
 constexpr int kNhd = 0, kHnd = 1;
 constexpr int kDense = 0, kCsr = 1;
 constexpr int kHead64 = 0, kHead128 = 1, kHead256 = 2, kHead192 = 3;  // then 32, 80, 96, 112, 120
+constexpr int kHeadMla = 9;                                          // 576/512: a latent (MLA) cache
 constexpr int kGqa1 = 0, kGqa4 = 1, kGqa8 = 2, kMqa = 3;
 constexpr int kWindowNone = 0, kWindowSmall = 1, kWindowEdge = 2;
 constexpr int kGaussian = 0, kLlm = 1, kLargeLogits = 2;
@@ -35,6 +37,8 @@ constexpr std::array<std::int64_t, 5> kBlockSizes = {1, 7, 16, 32, 256};
 // 96; 80, 112 and 120 ship too; 32 in small models): the head_dim axis's
 // values after 192/128.
 constexpr std::array<std::int64_t, 5> kOtherHeadDims = {32, 80, 96, 112, 120};
+// MLA's logit scale: 1/sqrt(192), the query-key head dim before absorption.
+const double kMlaScale = 1.0 / std::sqrt(192.0);
 constexpr std::array<DType, 5> kKvDtypes = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2};
 constexpr std::int64_t kSmallWindow = 5;
 // Query lengths of chunked sequences: around the 32-token (128 rows at GQA 4)
@@ -53,7 +57,7 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"NHD", "HND"},
       {"dense", "csr"},
       {"1", "7", "16", "32", "256"},
-      {"64", "128", "256", "192/128", "32", "80", "96", "112", "120"},
+      {"64", "128", "256", "192/128", "32", "80", "96", "112", "120", "576/512"},
       {"1", "4", "8", "mqa"},
       {"none", "small", "edge"},
       {"none", "on"},
@@ -232,6 +236,7 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
     case value::kHead128: s.head_dim = 128; break;
     case value::kHead256: s.head_dim = 256; break;
     case value::kHead192: s.head_dim = 192, s.v_head_dim = 128; break;
+    case value::kHeadMla: break;  // below, after the heads
     default: s.head_dim = kOtherHeadDims[at(SuiteAxis::HeadDim) - value::kHead192 - 1]; break;
   }
   switch (at(SuiteAxis::Gqa)) {
@@ -239,6 +244,15 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
     case value::kGqa4: s.q_heads = 8, s.kv_heads = 2; break;
     case value::kGqa8: s.q_heads = 16, s.kv_heads = 2; break;
     default: s.q_heads = 7, s.kv_heads = 1; break;  // MQA with an odd group (Qwen-like 7)
+  }
+  if (at(SuiteAxis::HeadDim) == value::kHeadMla) {
+    // DeepSeek-V3's latent cache: 512 latent + 64 rope columns, one KV head,
+    // 16 query heads (the fewest MLA models use; the mla family fixes gqa to
+    // mqa), the scale of its 192-wide query-key head before absorption.
+    s.head_dim = 576, s.v_head_dim = 512;
+    s.q_heads = 16, s.kv_heads = 1;
+    s.latent = true;
+    s.scale = kMlaScale;
   }
   const int profile = at(SuiteAxis::Profile);
   s.profile = profile == value::kLlm ? ValueProfile::LlmLike
@@ -383,9 +397,33 @@ const std::vector<SuiteTarget>& suite_targets() {
     t.push_back(builtin(make_target("prefill", {"prefill"},
                                     "every case of the built-in features (the portable mma.sync kernel; on compute "
                                     "capability 9.0 it runs F32 K/V and head dims other than 128)")));
-    t.push_back(make_target("kernel", {},
-                            "every value of every axis: the reference, and a --kernel library that declares every "
-                            "feature (the built-in paths report attention sinks, ALiBi and head dims they do not build n/a)"));
+    {
+      auto kernel = make_target("kernel", {},
+                                "every value of every axis but MLA's (the mla family's): the reference, and a --kernel "
+                                "library that declares every feature (the built-in paths report attention sinks, ALiBi "
+                                "and head dims they do not build n/a)");
+      auto& dims = kernel.allowed[axis_index(SuiteAxis::HeadDim)];
+      dims.erase(std::remove(dims.begin(), dims.end(), value::kHeadMla), dims.end());
+      t.push_back(std::move(kernel));
+    }
+    {
+      // Latent (MLA) caches as DeepSeek's models serve them: one KV head, NHD,
+      // decode and chunked/mixed batches, causal, none of the other logit
+      // features.
+      auto mla = make_target("mla", {},
+                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference, and a "
+                             "--kernel library that declares PAGECHECK_FEATURE_LATENT");
+      mla.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHeadMla};
+      mla.allowed[axis_index(SuiteAxis::Gqa)] = {value::kMqa};
+      mla.allowed[axis_index(SuiteAxis::Layout)] = {value::kNhd};
+      mla.allowed[axis_index(SuiteAxis::Window)] = {value::kWindowNone};
+      mla.allowed[axis_index(SuiteAxis::Softcap)] = {0};
+      mla.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
+      mla.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
+      mla.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode, value::kChunked, value::kMixed};
+      mla.allowed[axis_index(SuiteAxis::Causal)] = {value::kCausal};
+      t.push_back(std::move(mla));
+    }
     return t;
   }();
   return targets;

@@ -308,6 +308,16 @@ Status check_spec(const SyntheticSpec& spec) {
     return bad(fmt::format("scale {} must be finite and positive", *spec.scale));
   if (!(spec.k_scale > 0) || !(spec.v_scale > 0) || !std::isfinite(spec.k_scale) || !std::isfinite(spec.v_scale))
     return bad(fmt::format("k_scale {} and v_scale {} must be finite and positive", spec.k_scale, spec.v_scale));
+  if (spec.latent) {
+    if (spec.kv_heads != 1) return bad(fmt::format("a latent (MLA) cache has one KV head, not {}", spec.kv_heads));
+    if (spec.v_head_dim < 1 || spec.v_head_dim > spec.head_dim)
+      return bad(fmt::format("a latent (MLA) cache needs v_head_dim (the latent's width, kv_lora_rank) in 1..head_dim "
+                             "{}, got {}",
+                             spec.head_dim, spec.v_head_dim));
+    if (spec.layout != KvLayout::NHD) return bad("a latent (MLA) cache is NHD (one KV head)");
+    if (!spec.scale)
+      return bad("a latent (MLA) case needs an explicit scale (1/sqrt of the query-key head dim before absorption)");
+  }
   return {};
 }
 
@@ -533,6 +543,7 @@ struct CacheFiller {
   DType kv_dtype = DType::BF16;
   bool poison_unused = true;
   bool sink_profile = false;
+  bool latent = false;  // MLA: only keys; the values are their first dv columns (a copy when asked for)
   double k_scale = 1.0;
   std::int64_t kv_heads = 0, dk = 0, dv = 0;
   CacheStrides key_strides{}, value_strides{};
@@ -550,12 +561,19 @@ struct CacheFiller {
 
   // Blocks [begin, end) into key (key_block_bytes() each) and value. With
   // `already_nan` the destination reads NaN already (the copy-on-write pool)
-  // and only the used slots are written.
+  // and only the used slots are written. A latent filler writes the keys and
+  // copies them to `value` unless it is null.
   void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value, bool already_nan) const {
     std::vector<float> row;
     for (std::int64_t b = begin; b < end; ++b) {
       std::byte* const key_block = key + (b - begin) * key_block_bytes();
-      std::byte* const value_block = value + (b - begin) * value_block_bytes();
+      std::byte* const value_block = value == nullptr ? nullptr : value + (b - begin) * value_block_bytes();
+      if (latent) {
+        if (!already_nan) poison_block(b, key_block, nullptr, row);
+        if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], key_block, nullptr, row);
+        if (value_block != nullptr) std::memcpy(value_block, key_block, static_cast<std::size_t>(key_block_bytes()));
+        continue;
+      }
       if (!already_nan) poison_block(b, key_block, value_block, row);
       if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], key_block, value_block, row);
     }
@@ -566,6 +584,7 @@ struct CacheFiller {
     for (const bool is_key : {true, false}) {
       const std::int64_t per_block = is_key ? key_strides.block : value_strides.block;
       std::byte* const data = is_key ? key : value;
+      if (data == nullptr) continue;  // a latent cache's values are its keys
       if (poison_unused) {
         fill_nan(kv_dtype, data, 0, per_block);
         continue;
@@ -590,6 +609,7 @@ struct CacheFiller {
           for (std::int64_t d = 0; d < dk; ++d)
             row[d] = static_cast<float>(stored_value(sink_amplitude * sink_direction[h][d], k_scale));
         store(key, slot * key_strides.slot + h * key_strides.head, row.data(), dk);
+        if (latent) continue;  // V is the key row's first dv columns
         page_rng.normals(row.data(), dv, [v_factor](std::int64_t) { return v_factor; });
         store(value, slot * value_strides.slot + h * value_strides.head, row.data(), dv);
       }
@@ -706,6 +726,7 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
   settings["v_scale"] = spec.v_scale;
   if (spec.sinks) settings["sinks"] = true;
   if (spec.alibi) settings["alibi"] = true;
+  if (spec.latent) settings["latent"] = true;
   settings["profile"] = value_profile_name(spec.profile);
   settings["share_pages"] = spec.share_pages;
   settings["poison_unused"] = spec.poison_unused;
@@ -895,12 +916,13 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   f.kv_dtype = spec.kv_dtype;
   f.poison_unused = spec.poison_unused;
   f.sink_profile = spec.profile == ValueProfile::LlmLike;
+  f.latent = spec.latent;
   f.k_scale = spec.k_scale;
   f.kv_heads = kv_heads;
   f.dk = dk;
   f.dv = dv;
   f.key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
-  f.value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
+  f.value_strides = spec.latent ? f.key_strides : cache_strides(spec.layout, block_size, kv_heads, dv);
   f.page_used_slots = page_used_slots;
   f.logical_of_block.assign(static_cast<std::size_t>(num_blocks), -1);
   for (std::int64_t p = 0; p < pages_needed; ++p) f.logical_of_block[pool[p]] = p;
@@ -917,7 +939,8 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   f.sink_amplitude = sink_amplitude;
   f.store = RowStore(spec.kv_dtype);
   c.key_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dk));
-  c.value_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dv));
+  c.value_cache = spec.latent ? c.key_cache : unfilled_tensor(spec.kv_dtype, cache_shape(dv));
+  if (spec.latent) c.params.kv_lora_rank = dv;
 
   // 8. Queries [num_tokens, q_heads, dk], each token with its own engine.
   c.query = uninitialised_tensor(spec.query_dtype, {num_tokens, q_heads, dk});
@@ -950,26 +973,28 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   // used slots are written (and cost memory); else every byte is written
   // once, block by block.
   bool poisoned = false;  // the caches already read NaN everywhere
+  const bool latent = spec.latent;  // one tensor: value_cache is key_cache
   if (spec.poison_unused) {
     auto key = nan_pool_tensor(c.key_cache.dtype, c.key_cache.shape);
-    auto value = key ? nan_pool_tensor(c.value_cache.dtype, c.value_cache.shape) : std::nullopt;
-    if (key && value) {
+    auto value = key && !latent ? nan_pool_tensor(c.value_cache.dtype, c.value_cache.shape) : std::nullopt;
+    if (key && (value || latent)) {
       c.key_cache = std::move(*key);
-      c.value_cache = std::move(*value);
+      c.value_cache = latent ? c.key_cache : std::move(*value);
       poisoned = true;
     }
   }
   if (!poisoned) {
     c.key_cache = uninitialised_tensor(c.key_cache.dtype, c.key_cache.shape);
-    c.value_cache = uninitialised_tensor(c.value_cache.dtype, c.value_cache.shape);
+    c.value_cache = latent ? c.key_cache : uninitialised_tensor(c.value_cache.dtype, c.value_cache.shape);
   }
   std::byte* const key = c.key_cache.mutable_data();
-  std::byte* const value = c.value_cache.mutable_data();
+  std::byte* const value = latent ? nullptr : c.value_cache.mutable_data();
   const std::int64_t key_block = filler.key_block_bytes(), value_block = filler.value_block_bytes();
   const std::int64_t block_bytes = std::max<std::int64_t>(1, key_block + value_block);
   parallel_for(c.num_blocks(), std::max<std::int64_t>(1, (std::int64_t{1} << 19) / block_bytes),
                [&](std::int64_t begin, std::int64_t end) {
-                 filler.fill_blocks(begin, end, key + begin * key_block, value + begin * value_block, poisoned);
+                 filler.fill_blocks(begin, end, key + begin * key_block,
+                                    value == nullptr ? nullptr : value + begin * value_block, poisoned);
                });
   return c;
 }
@@ -1081,6 +1106,26 @@ std::vector<SyntheticSpec> all_presets() {
     s.q_len_dist = LengthDist::Uniform;
     s.q_len_min = 2;
     s.q_len_max = 32;
+    out.push_back(s);
+  }
+  {
+    // DeepSeek-V3/R1 decode over its latent cache as FlashMLA and vLLM hold
+    // it: 128 query heads over one latent head, rows of 512 latent + 64 rope
+    // columns (V: the latent), block 64. The scale is vLLM's for the model:
+    // 1/sqrt(192) (the 128 + 64 query-key head before absorption) times
+    // YaRN's mscale^2, mscale = 0.1 * ln(40) + 1 (rope factor 40).
+    auto s = model("deepseek-v3", 3001, 128, 1, 576,
+                   "DeepSeek-V3 MLA: 128 query heads over a 576/512 latent cache, block 64, mixed batch");
+    s.v_head_dim = 512;
+    s.latent = true;
+    s.block_size = 64;
+    const double mscale = 0.1 * std::log(40.0) + 1.0;
+    s.scale = mscale * mscale / std::sqrt(192.0);
+    uniform_lengths(s, 4, 200, 2048);
+    s.query_mode = QueryMode::Mixed;
+    s.q_len_dist = LengthDist::Uniform;
+    s.q_len_min = 2;
+    s.q_len_max = 16;
     out.push_back(s);
   }
   {

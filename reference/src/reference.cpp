@@ -181,13 +181,17 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
   const auto value_bytes = static_cast<const std::byte*>(kv.value_data);
   constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-  // 1. Gather K and V of the sequence through the table.
-  MatrixMap K = Workspace::view(ws.key, seq_len, dk);    // [L, dk]
-  MatrixMap V = Workspace::view(ws.value, seq_len, dv);  // [L, dv]
+  // 1. Gather K and V of the sequence through the table. A latent (MLA)
+  // cache's V is the first dv columns of K: gathered once, shared by every
+  // query head (one KV head: the group is all of them), never copied.
+  const bool latent = c.has_latent();
+  MatrixMap K = Workspace::view(ws.key, seq_len, dk);                // [L, dk]
+  MatrixMap V = Workspace::view(ws.value, latent ? 0 : seq_len, dv);  // [L, dv]; latent: K's first dv columns
   for (std::int64_t j = 0; j < seq_len; ++j) {
     load_row(c.key_cache.dtype, key_bytes, kv.key_offset(seq, j, kv_head), dk, c.params.k_scale, K.row(j).data());
-    load_row(c.value_cache.dtype, value_bytes, kv.value_offset(seq, j, kv_head), dv, c.params.v_scale,
-             V.row(j).data());
+    if (!latent)
+      load_row(c.value_cache.dtype, value_bytes, kv.value_offset(seq, j, kv_head), dv, c.params.v_scale,
+               V.row(j).data());
   }
 
   for (std::int64_t tile_start = 0; tile_start < q_len; tile_start += kTokensPerTile) {
@@ -235,7 +239,13 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
     P = (S.colwise() - row_max).array().exp().matrix();                // exp(-inf) = 0 for masked keys
     const Vector normaliser = P.rowwise().sum() + (sink - row_max).array().exp().matrix();  // [rows]
     MatrixMap O = Workspace::view(ws.output, rows, dv);                // [rows, dv], unnormalised
-    O.noalias() = P * V.middleRows(key_begin, keys);
+    if (latent) {
+      // The stored latent x is x * k_scale in K and x * v_scale in V.
+      O.noalias() = P * K.block(key_begin, 0, keys, dv);
+      O *= c.params.v_scale / c.params.k_scale;
+    } else {
+      O.noalias() = P * V.middleRows(key_begin, keys);
+    }
 
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t token = first_token + tile_start + r / group, head = kv_head * group + r % group;
@@ -354,7 +364,8 @@ Status attend_sourced(const Case& c, const PagedKvView& kv, std::vector<Workspac
     const auto fill_start = std::chrono::steady_clock::now();
     PC_TRY(attend_items(pages, workspaces, [&](std::int64_t i, Workspace&) {
       const std::int64_t page = physical[static_cast<std::size_t>(i)];
-      fill_cache_blocks(c, page, page + 1, key + i * key_block, value + i * value_block);
+      // A latent cache's values are its keys (the reference reads only those).
+      fill_cache_blocks(c, page, page + 1, key + i * key_block, c.has_latent() ? nullptr : value + i * value_block);
     }));
     result.cache_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fill_start).count();
     // 3. The batch's items over the compact pages.

@@ -27,7 +27,7 @@ enum class SuiteAxis : std::uint8_t {
   Layout,      // NHD HND
   Table,       // dense csr
   BlockSize,   // 1 7 16 32 256
-  HeadDim,     // 64 128 256 192/128, and 32 80 96 112 120 (not built into the built-in paths)
+  HeadDim,     // 64 128 256 192/128, and 32 80 96 112 120 (not built into the built-in paths), 576/512 (MLA)
   Gqa,         // 1 (2/2 heads) 4 (8/2) 8 (16/2) mqa (7/1)
   Window,      // none small (5) edge (the window equals one sequence's length, so the next one drops key 0)
   Softcap,     // none on (a cap that bites: 4 on gaussian logits, 8 LLM-like, 30 large)

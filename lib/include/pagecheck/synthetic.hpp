@@ -78,6 +78,10 @@ struct SyntheticSpec {
   bool sinks = false;
   // ALiBi: the slopes BLOOM and MPT use for q_heads heads (alibi_slopes()).
   bool alibi = false;
+  // A latent (MLA) cache: one KV head (kv_heads 1) whose head_dim-wide rows
+  // hold the latent, its first v_head_dim columns, which are also V
+  // (kv_lora_rank = v_head_dim), and the rope part; NHD; scale required.
+  bool latent = false;
 
   ValueProfile profile = ValueProfile::Gaussian;
   bool share_pages = true;  // some pages shared between sequences (prefix caching)
