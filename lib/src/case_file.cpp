@@ -429,6 +429,22 @@ Status read_vllm_classic(const Tensor& k, const Tensor& v, std::int64_t query_he
 
 // --- latent (MLA) caches -----------------------------------------------------
 
+// Row r of the result (`shape`, the last dim a's plus b's) is row r of `a`
+// then row r of `b` (same dtype, same number of rows; either may be
+// misaligned: byte copies).
+Expected<Tensor> concat_rows(const Tensor& a, const Tensor& b, std::vector<std::int64_t> shape) {
+  const std::int64_t wa = a.shape.back(), wb = b.shape.back(), rows = a.numel() / std::max<std::int64_t>(wa, 1);
+  auto out = allocate(a.dtype, std::move(shape));
+  if (!out) return out.error();
+  const auto es = static_cast<std::int64_t>(dtype_size(a.dtype));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::byte* row = out->mutable_data() + r * (wa + wb) * es;
+    std::memcpy(row, a.data + r * wa * es, static_cast<std::size_t>(wa * es));
+    std::memcpy(row + wa * es, b.data + r * wb * es, static_cast<std::size_t>(wb * es));
+  }
+  return out;
+}
+
 // The checks both MLA forms share: one KV head, NHD, V a proper column
 // prefix of K.
 Status finish_latent(const std::string* layout_text, std::int64_t kv_lora_rank, std::int64_t head_dim, Case& c) {
@@ -491,15 +507,9 @@ Status read_flashinfer_latent(const Tensor& ckv, const Tensor& kpe, const std::s
     return invalid_input(fmt::format("metadata kv_lora_rank = {} but ckv_cache {} holds {} latent columns",
                                      *params.kv_lora_rank, ckv.describe(), ckv.dim(2)));
   PC_TRY(check_copy_fits(ckv.nbytes + kpe.nbytes, fmt::format("ckv_cache {} and kpe_cache {}", ckv.describe(), kpe.describe())));
-  const std::int64_t rows = ckv.dim(0) * ckv.dim(1), latent = ckv.dim(2), rope = kpe.dim(2);
-  auto key = allocate(ckv.dtype, {ckv.dim(0), ckv.dim(1), 1, latent + rope});
+  const std::int64_t latent = ckv.dim(2), rope = kpe.dim(2);
+  auto key = concat_rows(ckv, kpe, {ckv.dim(0), ckv.dim(1), 1, latent + rope});
   if (!key) return key.error();
-  const auto es = static_cast<std::int64_t>(dtype_size(ckv.dtype));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::byte* out = key->mutable_data() + r * (latent + rope) * es;
-    std::memcpy(out, ckv.data + r * latent * es, static_cast<std::size_t>(latent * es));
-    std::memcpy(out + latent * es, kpe.data + r * rope * es, static_cast<std::size_t>(rope * es));
-  }
   c.key_cache = std::move(key.value());
   c.cache_form = CacheForm::FlashInferLatent;
   return finish_latent(layout_text, latent, latent + rope, c);
@@ -515,16 +525,7 @@ Expected<Tensor> read_split_query(const Tensor& nope, const Tensor& pe) {
   if (nope.dtype != pe.dtype || nope.dim(0) != pe.dim(0) || nope.dim(1) != pe.dim(1))
     return invalid_input(fmt::format("q_nope {} and q_pe {} must agree on dtype, num_tokens and q_heads",
                                      nope.describe(), pe.describe()));
-  const std::int64_t rows = nope.dim(0) * nope.dim(1), a = nope.dim(2), b = pe.dim(2);
-  auto query = allocate(nope.dtype, {nope.dim(0), nope.dim(1), a + b});
-  if (!query) return query.error();
-  const auto es = static_cast<std::int64_t>(dtype_size(nope.dtype));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::byte* out = query->mutable_data() + r * (a + b) * es;
-    std::memcpy(out, nope.data + r * a * es, static_cast<std::size_t>(a * es));
-    std::memcpy(out + a * es, pe.data + r * b * es, static_cast<std::size_t>(b * es));
-  }
-  return query;
+  return concat_rows(nope, pe, {nope.dim(0), nope.dim(1), nope.dim(2) + pe.dim(2)});
 }
 
 // Sets c.key_cache, c.value_cache, c.cache_form and (for the forms that fix

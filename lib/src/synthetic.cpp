@@ -1041,6 +1041,14 @@ SyntheticSpec model(std::string name, std::uint64_t seed, std::int64_t q_heads, 
   return spec;
 }
 
+// Decode sequences next to chunks of q_min..q_max new tokens.
+void mixed_queries(SyntheticSpec& spec, std::int64_t q_min, std::int64_t q_max) {
+  spec.query_mode = QueryMode::Mixed;
+  spec.q_len_dist = LengthDist::Uniform;
+  spec.q_len_min = q_min;
+  spec.q_len_max = q_max;
+}
+
 void uniform_lengths(SyntheticSpec& spec, std::int64_t seqs, std::int64_t min, std::int64_t max) {
   spec.num_seqs = seqs;
   spec.seq_len_dist = LengthDist::Uniform;
@@ -1082,10 +1090,7 @@ std::vector<SyntheticSpec> all_presets() {
                    "Mistral-7B: sliding window 4096 over contexts longer than the window, mixed batch");
     uniform_lengths(s, 3, 4097, 4500);
     s.sliding_window = 4096;
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 16;
-    s.q_len_max = 64;
+    mixed_queries(s, 16, 64);
     out.push_back(s);
   }
   {
@@ -1102,10 +1107,7 @@ std::vector<SyntheticSpec> all_presets() {
     auto s = model("deepseek-192-128", 1920, 16, 16, 192, "DeepSeek-like head: K 192, V 128, 16/16 heads, mixed");
     s.v_head_dim = 128;
     uniform_lengths(s, 4, 64, 768);
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 2;
-    s.q_len_max = 32;
+    mixed_queries(s, 2, 32);
     out.push_back(s);
   }
   {
@@ -1122,20 +1124,14 @@ std::vector<SyntheticSpec> all_presets() {
     const double mscale = 0.1 * std::log(40.0) + 1.0;
     s.scale = mscale * mscale / std::sqrt(192.0);
     uniform_lengths(s, 4, 200, 2048);
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 2;
-    s.q_len_max = 16;
+    mixed_queries(s, 2, 16);
     out.push_back(s);
   }
   {
     // Head dim 96: FlashAttention builds it, the built-in paths do not (n/a).
     auto s = model("phi3-mini", 9601, 32, 32, 96, "Phi-3-mini: 32/32 heads, d96, mixed batch");
     uniform_lengths(s, 4, 64, 1024);
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 2;
-    s.q_len_max = 32;
+    mixed_queries(s, 2, 32);
     out.push_back(s);
   }
   {
@@ -1153,10 +1149,7 @@ std::vector<SyntheticSpec> all_presets() {
     uniform_lengths(s, 4, window ? 100 : 64, window ? 1200 : 2048);
     if (window) s.sliding_window = 128;
     s.sinks = true;
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 2;
-    s.q_len_max = 64;
+    mixed_queries(s, 2, 64);
     out.push_back(s);
   }
   {
