@@ -259,7 +259,7 @@ typedef struct pagecheck_buffers {
   uint32_t reserved0;
   const void* query;              /* [num_tokens, q_heads, head_dim], query_dtype */
   const void* key_cache;          /* kv_layout, kv_dtype, [.., head_dim] */
-  const void* value_cache;        /* kv_layout, kv_dtype, [.., v_head_dim] */
+  const void* value_cache;        /* kv_layout, kv_dtype, [.., v_head_dim]; == key_cache when desc->value_in_key (1.2) */
   const int64_t* page_indptr;     /* [num_seqs + 1] */
   const int32_t* page_indices;    /* [table_entries] */
   const int32_t* seq_lens;        /* [num_seqs] (CSR last page: seq_len - (pages - 1) * block_size) */
@@ -286,7 +286,7 @@ typedef struct pagecheck_kernel_entry {
   uint32_t kv_dtypes;
   uint32_t layouts;        /* PAGECHECK_LAYOUT_BIT(...) */
   uint32_t table_forms;    /* PAGECHECK_TABLE_BIT(...) */
-  uint32_t features;       /* PAGECHECK_FEATURE_*: what it takes; 0: everything */
+  uint32_t features;       /* PAGECHECK_FEATURE_*: what it takes; 0: everything of ABI 1.1 (1.2's are opt-in) */
   int32_t min_block_size;  /* 0: no bound */
   int32_t max_block_size;  /* 0: no bound */
   uint32_t head_dim_count; /* pairs in head_dims; 0: any */
