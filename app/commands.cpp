@@ -26,6 +26,11 @@ int cmd_list_presets() {
     auto spec = preset(name);
     fmt::print("{:<22} {}\n", name, spec.ok() ? spec->description : spec.error().describe());
   }
+  for (const auto& group : preset_groups()) {
+    std::string members;
+    for (const auto& m : group.members) members += (members.empty() ? "" : " + ") + m;
+    fmt::print("{:<22} {} ({})\n", group.name, group.description, members);
+  }
   return exit_code::kPass;
 }
 

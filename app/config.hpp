@@ -47,6 +47,11 @@ struct CaseOptions {
   std::optional<double> v_scale;
   std::string profile;  // gaussian | llm | large-logits
   bool non_causal = false;
+  bool sinks = false;     // a sink logit per query head (drawn from the seed)
+  bool no_sinks = false;  // none, also on a preset that has them
+  bool alibi = false;     // ALiBi slopes per query head (the BLOOM/MPT formula)
+  bool mla = false;       // a latent (MLA) cache: 576/512, one KV head, scale 1/sqrt(192) unless given
+  bool no_alibi = false;
   bool no_share_pages = false;
   bool no_poison = false;
   bool any_geometry_flag = false;  // set by main.cpp from the options' counts

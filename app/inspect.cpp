@@ -102,18 +102,32 @@ int inspect_file(const std::string& file, int device) {
   fmt::print("case:      {}{}{}\n", printable(c.name, 200), c.params.description.empty() ? "" : " - ",
              printable(c.params.description, 400));
   fmt::print("geometry:  {}\n", describe_geometry(c));
-  fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
-             c.value_cache.describe());
+  if (c.has_latent())
+    fmt::print("tensors:   query {}, latent cache {} (one KV head; V = the first {} columns of each row, {} rope "
+               "columns after them)\n",
+               c.query.describe(), c.key_cache.describe(), c.v_head_dim(), c.key_head_dim() - c.v_head_dim());
+  else
+    fmt::print("tensors:   query {}, key_cache {}, value_cache {}\n", c.query.describe(), c.key_cache.describe(),
+               c.value_cache.describe());
   if (c.cache_form != CacheForm::Separate)
-    fmt::print("cache:     given as {}; {} {} key_cache/value_cache\n", cache_form_name(c.cache_form),
+    fmt::print("cache:     given as {}; {} {} {}\n", cache_form_name(c.cache_form),
                cache_form_copies(c.cache_form) ? "copied at read time into" : "viewed in place as",
-               c.params.layout == KvLayout::NHD ? "NHD" : "HND");
+               c.params.layout == KvLayout::NHD ? "NHD" : "HND",
+               c.has_latent() ? "latent cache (written back as kv_c_and_k_pe_cache)" : "key_cache/value_cache");
   if (c.recorded_output || c.recorded_lse)
     fmt::print("recorded:  output {}, lse {}\n", c.recorded_output ? c.recorded_output->describe() : "none",
                c.recorded_lse ? c.recorded_lse->describe() : "none");
   fmt::print("params:    {}causal, scale {:g}{}, window {}, softcap {:g}, k_scale {:g}, v_scale {:g}\n",
              c.params.causal ? "" : "non-", c.scale(), c.params.scale ? "" : " (1/sqrt(head_dim))",
              c.params.sliding_window, c.params.softcap, c.params.k_scale, c.params.v_scale);
+  if (c.has_sinks()) {
+    const auto [low, high] = std::minmax_element(c.sinks.begin(), c.sinks.end());
+    fmt::print("sinks:     {} logits (one per query head), {:g} .. {:g}\n", c.sinks.size(), *low, *high);
+  }
+  if (c.has_alibi()) {
+    const auto [low, high] = std::minmax_element(c.alibi_slopes.begin(), c.alibi_slopes.end());
+    fmt::print("alibi:     {} slopes (one per query head), {:g} .. {:g}\n", c.alibi_slopes.size(), *low, *high);
+  }
   for (const auto& [key, value] : c.params.extra_metadata) {
     fmt::print("metadata:  {} = {}\n", printable(key, 80), printable(value, 160));
   }

@@ -237,6 +237,13 @@ std::vector<CLI::Option*> add_case_options(CLI::App* cmd, CaseOptions& o) {
           ->check(kPositiveFinite));
   geo(cmd->add_option("--profile", o.profile, "Values: gaussian | llm | large-logits" + dflt(value_profile_name(base.profile))));
   geo(cmd->add_flag("--non-causal", o.non_causal, "Attend to every key, not only earlier ones"));
+  auto* sinks = geo(cmd->add_flag("--sinks", o.sinks, "Attention sinks: a logit per query head, drawn from the seed"));
+  geo(cmd->add_flag("--no-sinks", o.no_sinks, "No attention sinks (also on a preset that has them)"))->excludes(sinks);
+  auto* alibi = geo(cmd->add_flag("--alibi", o.alibi, "ALiBi: a slope per query head (BLOOM/MPT's slopes)"));
+  geo(cmd->add_flag("--no-alibi", o.no_alibi, "No ALiBi (also on a preset that has it)"))->excludes(alibi);
+  geo(cmd->add_flag("--mla", o.mla,
+                    "A latent (MLA) cache: one KV head, rows of --head-dim (default 576) whose first --v-head-dim "
+                    "(default 512) columns are V; scale 1/sqrt(192) unless --scale"));
   geo(cmd->add_flag("--no-share-pages", o.no_share_pages, "Do not share pages between sequences"));
   geo(cmd->add_flag("--no-poison", o.no_poison, "Do not fill unused pages and slots with NaN"));
   return geometry;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -131,6 +132,22 @@ Status apply_flags(const CaseOptions& o, SyntheticSpec& spec) {
     spec.profile = *profile;
   }
   if (o.non_causal) spec.causal = false;
+  if (o.sinks) spec.sinks = true;
+  if (o.no_sinks) spec.sinks = false;
+  if (o.alibi) spec.alibi = true;
+  if (o.no_alibi) spec.alibi = false;
+  if (o.mla) {
+    if (spec.layout == KvLayout::HND)
+      return usage_error("--mla is a latent cache of one KV head, stored NHD; leave --layout out or set NHD", "--mla");
+    if (o.kv_heads > 1)
+      return usage_error(fmt::format("--mla has one KV head (the latent), which contradicts --kv-heads {}", o.kv_heads),
+                         "--mla");
+    spec.latent = true;
+    spec.kv_heads = 1;
+    if (o.head_dim <= 0) spec.head_dim = 576;
+    if (o.v_head_dim <= 0) spec.v_head_dim = 512;
+    if (!o.scale) spec.scale = 1.0 / std::sqrt(192.0);
+  }
   if (o.no_share_pages) spec.share_pages = false;
   if (o.no_poison) spec.poison_unused = false;
   if (!o.description.empty()) spec.description = o.description;
@@ -154,17 +171,20 @@ Expected<std::vector<SyntheticSpec>> build_specs(const CaseOptions& options) {
     specs.push_back(std::move(spec));
   }
   for (const auto& name : options.presets) {
-    auto spec = preset(name);
-    if (!spec.ok()) {
+    auto group = preset_cases(name);
+    if (!group.ok()) {
       std::string known;
       for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+      for (const auto& g : preset_groups()) known += ", " + g.name;
       return usage_error(fmt::format("unknown preset '{}'; presets: {}", name, known), "--preset");
     }
-    PC_TRY(apply_flags(options, *spec));
-    // Flags on top of a preset make a variant: named so that its report rows
-    // and bundle folder do not collide with the preset's own.
-    spec->name += options.variant_suffix;
-    specs.push_back(std::move(*spec));
+    for (auto& spec : *group) {
+      PC_TRY(apply_flags(options, spec));
+      // Flags on top of a preset make a variant: named so that its report
+      // rows and bundle folder do not collide with the preset's own.
+      spec.name += options.variant_suffix;
+      specs.push_back(std::move(spec));
+    }
   }
   if (!options.name.empty()) {
     if (specs.size() == 1) specs.front().name = options.name;
@@ -212,6 +232,9 @@ std::string describe_geometry(const Case& c) {
   if (!c.params.causal) out += ", non-causal";
   if (c.params.sliding_window > 0) out += fmt::format(", window {}", c.params.sliding_window);
   if (c.params.softcap > 0) out += fmt::format(", softcap {:g}", c.params.softcap);
+  if (c.has_sinks()) out += ", sinks";
+  if (c.has_alibi()) out += ", alibi";
+  if (c.has_latent()) out += fmt::format(", latent (MLA: V = the first {} columns of K)", c.v_head_dim());
   if (c.params.scale) out += fmt::format(", scale {:g}", *c.params.scale);
   if (c.params.k_scale != 1.0 || c.params.v_scale != 1.0)
     out += fmt::format(", k/v scale {:g}/{:g}", c.params.k_scale, c.params.v_scale);

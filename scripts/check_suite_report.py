@@ -18,8 +18,10 @@ Exit 0 when all hold, 1 otherwise, printing each violation.
 import json
 import sys
 
+# "kernel" takes every axis value (the reference and --kernel libraries): no
+# built-in path; a case of that family alone must be n/a on every GPU path.
 FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "prefill": {"prefill"}, "prefill-wgmma": {"prefill"},
-                "fmha": {"fmha"}}
+                "fmha": {"fmha"}, "kernel": set()}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
 

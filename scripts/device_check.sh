@@ -156,7 +156,8 @@ run_steps() {
   local all="reference,direct,split,auto,prefill,fmha" gpu="direct,split,auto,prefill,fmha"
   local limit=${STEP_LIMIT:-420}
   local presets=()
-  for p in $(pagecheck run --list-presets 2>/dev/null | awk '{print $1}'); do presets+=(--preset "$p"); done
+  # Single presets only: a group's line ends "(a + b)" and its members are listed too.
+  for p in $(pagecheck run --list-presets 2>/dev/null | awk '!/\(.* \+ .*\)$/ {print $1}'); do presets+=(--preset "$p"); done
   pagecheck run --list-suite >"$OUT/suite-list.txt" 2>&1
 
   # The sanitizers: plain cudaMalloc allocations (the harness has no pool
@@ -184,6 +185,9 @@ run_steps() {
   step recorded 120 pagecheck replay data/*.safetensors --paths "$all" --no-timing --json "$OUT/recorded.json" &
   # scripts/pagecheck_record.py against PyTorch's flex_attention paged attention.
   step record_flex 240 env PYTHONUNBUFFERED=1 python3 scripts/test_record_flex.py "$OUT/record-flex" pagecheck &
+  # Issue 23's case kinds (sinks, ALiBi, head dim 96, MLA) recorded from PyTorch and replayed.
+  step record_features 240 env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
+    pagecheck &
   # Each huge case holds ~10 GB of cache on the host and on the GPU.
   step huge_decode 400 pagecheck run --name huge-decode "${huge[@]}" --paths "$all" --json "$OUT/huge_decode.json" &
   step huge_mixed 400 pagecheck run --name huge-mixed-hnd "${huge[@]}" --layout HND --mode mixed \

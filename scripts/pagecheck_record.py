@@ -14,10 +14,15 @@ runtime calls its attention kernel, with the runtime's own tensors and names:
            kv_layout="NHD", kv_indptr=kv_indptr, kv_indices=kv_indices,
            kv_last_page_len=kv_last_page_len, qo_indptr=qo_indptr, output=o, lse=lse, lse_base=2)
 
+    record("step.safetensors", query=query, kv_cache=kv_cache, ...,      # gpt-oss: the layer's sinks
+           sinks=self.sinks)
+
     rec = Recorder("cases/", every=100, only_nonfinite=False)           # every 100th call
     rec(query=..., key_cache=..., value_cache=..., ...)                 # returns the path written, or None
 
 Accepted cache forms (docs/case-format.md has the contract):
+  kv_c_and_k_pe_cache      vLLM's latent (MLA) cache [blocks, bs, kv_lora_rank + rope] (with kv_lora_rank=);
+                           FlashInfer's ckv_cache + kpe_cache (query as q_nope + q_pe or one query)
   key_cache / value_cache  NHD [blocks, bs, kv_heads, d] or HND [blocks, kv_heads, bs, d] (kv_layout)
   kv_cache                 vLLM [2, blocks, bs, kv_heads, d] (NHD)
   paged_kv_cache           FlashInfer [pages, 2, ps, kv_heads, d] (NHD) or [pages, 2, kv_heads, ps, d] (HND)
@@ -102,6 +107,39 @@ def _caches(key_cache, value_cache, kv_cache, paged_kv_cache, kv_layout, kv_cach
     return key, value, layout
 
 
+def _latent(kv_c_and_k_pe_cache, kv_lora_rank, ckv_cache, kpe_cache, kv_cache_dtype):
+    """A latent (MLA) cache as (cache [blocks, bs, 1, D], kv_lora_rank), or None when none is given."""
+    if kv_c_and_k_pe_cache is None and ckv_cache is None and kpe_cache is None:
+        return None
+    if kv_c_and_k_pe_cache is not None:
+        if ckv_cache is not None or kpe_cache is not None:
+            raise ValueError("give kv_c_and_k_pe_cache (vLLM) or ckv_cache + kpe_cache (FlashInfer), not both")
+        cache = kv_c_and_k_pe_cache
+        if cache.dim() == 3:
+            cache = cache.unsqueeze(2)
+        if cache.dim() != 4 or cache.shape[2] != 1:
+            raise ValueError(f"kv_c_and_k_pe_cache must be vLLM's [num_blocks, block_size, head_dim] or FlashMLA's "
+                             f"[num_blocks, block_size, 1, head_dim], got {tuple(kv_c_and_k_pe_cache.shape)}")
+        if kv_lora_rank is None:
+            raise ValueError("kv_c_and_k_pe_cache needs kv_lora_rank (the latent's width, V's head dim: 512 for "
+                             "DeepSeek-V3)")
+        rank = int(kv_lora_rank)
+    else:
+        if ckv_cache is None or kpe_cache is None:
+            raise ValueError("FlashInfer's MLA cache is ckv_cache [pages, page_size, kv_lora_rank] + kpe_cache "
+                             "[pages, page_size, rope_dim]: give both")
+        if ckv_cache.dim() != 3 or kpe_cache.dim() != 3 or ckv_cache.shape[:2] != kpe_cache.shape[:2]:
+            raise ValueError(f"ckv_cache {tuple(ckv_cache.shape)} and kpe_cache {tuple(kpe_cache.shape)} must be "
+                             f"[pages, page_size, *] with the same pages and page_size")
+        cache = torch.cat([ckv_cache, kpe_cache], dim=-1).unsqueeze(2)
+        rank = ckv_cache.shape[2]
+        if kv_lora_rank is not None and int(kv_lora_rank) != rank:
+            raise ValueError(f"kv_lora_rank {kv_lora_rank} but ckv_cache holds {rank} latent columns")
+    if kv_cache_dtype is not None and cache.dtype == torch.uint8:
+        cache = cache.view(_FP8[kv_cache_dtype])
+    return cache, rank
+
+
 def _pages_per_seq(block_size, block_table, seq_lens, kv_indptr, kv_indices, kv_last_page_len):
     """Each sequence's pages (python ints) and lengths."""
     if block_table is not None:
@@ -133,15 +171,42 @@ def _nan_fill(t):
         t.fill_(float("nan"))
 
 
-def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, paged_kv_cache=None,
+def record(path, *, query=None, key_cache=None, value_cache=None, kv_cache=None, paged_kv_cache=None,
            kv_layout="NHD", block_table=None, seq_lens=None, kv_indptr=None, kv_indices=None,
            kv_last_page_len=None, query_start_loc=None, qo_indptr=None, output=None, lse=None, lse_base=math.e,
            causal=True, scale=None, sliding_window=0, softcap=0.0, k_scale=1.0, v_scale=1.0,
-           kv_cache_dtype=None, description="", compact=True):
-    """Writes one case file; returns its path. Tensors may live on any device."""
-    key, value, layout = _caches(key_cache, value_cache, kv_cache, paged_kv_cache, kv_layout, kv_cache_dtype)
+           kv_cache_dtype=None, description="", compact=True, sinks=None, alibi_slopes=None,
+           kv_c_and_k_pe_cache=None, kv_lora_rank=None, ckv_cache=None, kpe_cache=None, q_nope=None, q_pe=None):
+    """Writes one case file; returns its path. Tensors may live on any device.
+
+    sinks: vLLM's and FlashInfer's attention-sink tensor (gpt-oss), one logit
+    per query head [q_heads], any float dtype (written as float32).
+    alibi_slopes: vLLM's and FlashInfer's ALiBi slopes [q_heads] (float32).
+
+    Latent (MLA) caches: vLLM's kv_c_and_k_pe_cache [blocks, block_size,
+    kv_lora_rank + rope_dim] (or FlashMLA's [.., 1, ..]) with kv_lora_rank, or
+    FlashInfer's ckv_cache + kpe_cache; the query as query [tokens, heads,
+    kv_lora_rank + rope_dim] or FlashInfer's q_nope + q_pe. scale is required
+    (MLA's is never 1/sqrt of the row width). Written as kv_c_and_k_pe_cache."""
+    if q_nope is not None or q_pe is not None:
+        if query is not None or q_nope is None or q_pe is None:
+            raise ValueError("give query, or FlashInfer's MLA q_nope + q_pe (both)")
+        query = torch.cat([q_nope, q_pe], dim=-1)
+    latent = _latent(kv_c_and_k_pe_cache, kv_lora_rank, ckv_cache, kpe_cache, kv_cache_dtype)
+    if latent is not None:
+        if key_cache is not None or kv_cache is not None or paged_kv_cache is not None:
+            raise ValueError("give one cache: a latent (MLA) cache or key/value caches, not both")
+        if scale is None:
+            raise ValueError("a latent (MLA) case needs scale= (DeepSeek-V3: 1/sqrt(192) times YaRN's mscale^2)")
+        key, latent_rank = latent
+        value, layout = None, "NHD"
+    else:
+        latent_rank = None
+        key, value, layout = _caches(key_cache, value_cache, kv_cache, paged_kv_cache, kv_layout, kv_cache_dtype)
     block_axis = 1 if layout == "NHD" else 2
     block_size = key.shape[block_axis]
+    if query is None:
+        raise ValueError("query is required (or FlashInfer's MLA q_nope + q_pe)")
     if query.dim() != 3:
         raise ValueError(f"query must be [num_tokens, q_heads, head_dim], got {tuple(query.shape)}")
     pages, lens, form = _pages_per_seq(block_size, block_table, seq_lens, kv_indptr, kv_indices, kv_last_page_len)
@@ -159,16 +224,21 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
         used = torch.tensor(list(order), dtype=torch.int64, device=key.device)
         spare = 1  # an unreferenced page for the graph check's page move
         key_out = torch.empty((len(order) + spare,) + tuple(key.shape[1:]), dtype=key.dtype)
-        value_out = torch.empty((len(order) + spare,) + tuple(value.shape[1:]), dtype=value.dtype)
         key_out[: len(order)] = _host(key.index_select(0, used))
-        value_out[: len(order)] = _host(value.index_select(0, used))
         _nan_fill(key_out[len(order):])
-        _nan_fill(value_out[len(order):])
+        if value is not None:
+            value_out = torch.empty((len(order) + spare,) + tuple(value.shape[1:]), dtype=value.dtype)
+            value_out[: len(order)] = _host(value.index_select(0, used))
+            _nan_fill(value_out[len(order):])
         pages = [[order[p] for p in row] for row in pages]
     else:
-        key_out, value_out = _host(key), _host(value)
+        key_out = _host(key)
+        value_out = _host(value) if value is not None else None
 
-    tensors = {"query": _host(query), "key_cache": key_out.contiguous(), "value_cache": value_out.contiguous()}
+    if latent_rank is not None:  # vLLM's form: [blocks, block_size, head_dim]
+        tensors = {"query": _host(query), "kv_c_and_k_pe_cache": key_out[:, :, 0, :].contiguous()}
+    else:
+        tensors = {"query": _host(query), "key_cache": key_out.contiguous(), "value_cache": value_out.contiguous()}
     if form == "dense":
         width = max(1, max(len(row) for row in pages))
         tensors["block_table"] = torch.tensor([row + [0] * (width - len(row)) for row in pages], dtype=torch.int32)
@@ -183,6 +253,16 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
                                                    dtype=torch.int32)
     if starts is not None:
         tensors["query_start_loc"] = _host(starts, torch.int32)
+    if sinks is not None:
+        if sinks.dim() != 1 or sinks.shape[0] != query.shape[1]:
+            raise ValueError(f"sinks must be [q_heads] = [{query.shape[1]}] (one logit per query head), "
+                             f"got {tuple(sinks.shape)}")
+        tensors["sinks"] = _host(sinks, torch.float32)
+    if alibi_slopes is not None:
+        if alibi_slopes.dim() != 1 or alibi_slopes.shape[0] != query.shape[1]:
+            raise ValueError(f"alibi_slopes must be [q_heads] = [{query.shape[1]}] (one slope per query head), "
+                             f"got {tuple(alibi_slopes.shape)}")
+        tensors["alibi_slopes"] = _host(alibi_slopes, torch.float32)
     if output is not None:
         tensors["output"] = _host(output)
     if lse is not None:
@@ -199,6 +279,8 @@ def record(path, *, query, key_cache=None, value_cache=None, kv_cache=None, page
                 "description": description, "recorder": "pagecheck_record.py"}
     if scale is not None:
         metadata["scale"] = repr(_scalar(scale, "scale"))
+    if latent_rank is not None:
+        metadata["kv_lora_rank"] = str(latent_rank)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
     save_file(tensors, path, metadata=metadata)

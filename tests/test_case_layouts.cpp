@@ -451,7 +451,8 @@ TEST_CASE("combined forms: errors name the tensor and the problem") {
     parts = combined_parts();
     parts.tensors.erase("kv_cache");
     CHECK(load_error(parts) == "required tensor 'key_cache' is missing; the KV cache is key_cache + value_cache, "
-                               "kv_cache (vLLM) or paged_kv_cache (FlashInfer)");
+                               "kv_cache (vLLM) or paged_kv_cache (FlashInfer); for MLA kv_c_and_k_pe_cache (vLLM) "
+                               "or ckv_cache + kpe_cache (FlashInfer)");
   }
   SUBCASE("a typo in a combined name suggests it") {
     auto parts = combined_parts();

@@ -125,10 +125,14 @@ ReferenceResult scalar_attention(const Case& c, bool round_p = false) {
             dot += c.query.at((token * hq + h) * dk + d) * c.key_cache.at(base + d) * c.params.k_scale;
           double x = dot * c.scale();
           if (c.params.softcap > 0) x = c.params.softcap * std::tanh(x / c.params.softcap);
+          if (c.has_alibi()) x += c.alibi_slopes[h] * static_cast<double>(j - pos);
           logit[j] = x;
           top = std::max(top, x);
         }
-        double sum = 0;
+        // A sink logit joins the maximum and the sum, not the weights of V.
+        const double sink = c.has_sinks() ? c.sinks[h] : -std::numeric_limits<double>::infinity();
+        top = std::max(top, sink);
+        double sum = std::exp(sink - top);
         for (std::int64_t j = 0; j < len; ++j) sum += std::exp(logit[j] - top);
         for (std::int64_t j = 0; j < len; ++j) {
           double p = std::exp(logit[j] - top) / sum;

@@ -133,6 +133,9 @@ TEST_CASE("the draws reach every axis value") {
     see("profile", std::string(value_profile_name(s.profile)));
     see("mode", std::string(query_mode_name(s.query_mode)));
     see("causal", s.causal ? "causal" : "non-causal");
+    see("sinks", s.sinks ? "on" : "off");
+    see("alibi", s.alibi ? "on" : "off");
+    see("latent", s.latent ? "on" : "off");
     see("shared prefix", s.share_pages ? "on" : "off");
     see("pool", s.pool_factor == 3 ? "3x" : "larger");
     see("plan", d.plan ? "explicit split" : "the run's");
@@ -151,10 +154,11 @@ TEST_CASE("the draws reach every axis value") {
   const std::vector<std::string> expected = {
       "q=F32", "q=F16", "q=BF16", "kv=F32", "kv=F16", "kv=BF16", "kv=F8_E4M3", "kv=F8_E5M2", "layout=NHD",
       "layout=HND", "table=dense", "table=csr", "block=1", "block=512", "block=not a power of two", "block=257..511",
-      "dims=64/64", "dims=128/128", "dims=256/256", "dims=192/128", "dims=96/96", "gqa=1", "gqa=2", "gqa=3", "gqa=4",
+      "dims=64/64", "dims=128/128", "dims=256/256", "dims=192/128", "dims=96/96", "dims=32/32", "dims=80/80", "dims=112/112", "dims=120/120", "gqa=1", "gqa=2", "gqa=3", "gqa=4",
       "gqa=8", "gqa=mqa", "window=none", "window=small", "window=large", "window=a sequence's length", "softcap=on",
       "softcap=off", "scale=explicit", "scale=default", "profile=gaussian", "profile=llm", "profile=large-logits",
       "mode=decode", "mode=prefill", "mode=chunked", "mode=mixed", "causal=causal", "causal=non-causal",
+      "sinks=on", "sinks=off", "alibi=on", "alibi=off", "latent=on", "latent=off", "dims=576/512",
       "shared prefix=on", "shared prefix=off", "pool=3x", "pool=larger", "plan=explicit split", "plan=the run's",
       "plan=threshold 0", "seqs=1", "seqs=several", "length=1", "length=page edge", "length=partition 256 edge",
       "length=partition 512 edge", "length=partition 1024 edge", "length=past 2048"};

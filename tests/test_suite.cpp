@@ -144,10 +144,10 @@ TEST_CASE("the axes hold every value the generator and the kernels take") {
   for (const char* b : {"1", "7", "16", "32", "256"}) CHECK(std::count(blocks.begin(), blocks.end(), b) == 1);
 }
 
-// The features a kernel can drop (softcap, k_scale, v_scale, the window) must
-// change the answer beyond the default tolerance in the cases that carry
-// them, or the suite could not catch the drop.
-TEST_CASE("a dropped softcap or scale, or a window off by one, fails the default tolerances in every covering case") {
+// The features a kernel can drop (softcap, k_scale, v_scale, the window, the
+// sinks, ALiBi, or ALiBi's sign) must change the answer beyond the default tolerance in the cases
+// that carry them, or the suite could not catch the drop.
+TEST_CASE("a dropped softcap, scale, sink or ALiBi, a flipped ALiBi, or a window off by one, fails the default tolerances in every covering case") {
   int checked = 0;
   for (const auto& g : generated_suite()) {
     if (g.suite.fixed) continue;
@@ -172,6 +172,19 @@ TEST_CASE("a dropped softcap or scale, or a window off by one, fails the default
     Case v = c;
     v.params.v_scale = 1.0;
     CHECK_MESSAGE(mismatches(v) > 0, "v_scale dropped");
+    if (c.has_alibi()) {
+      Case flat = c;
+      flat.alibi_slopes.clear();
+      CHECK_MESSAGE(mismatches(flat) > 0, "ALiBi dropped");
+      Case flipped = c;
+      for (auto& slope : flipped.alibi_slopes) slope = -slope;
+      CHECK_MESSAGE(mismatches(flipped) > 0, "ALiBi's sign flipped");
+    }
+    if (c.has_sinks()) {
+      Case sinkless = c;
+      sinkless.sinks.clear();
+      CHECK_MESSAGE(mismatches(sinkless) > 0, "sinks dropped");
+    }
     if (c.params.softcap > 0) {
       Case uncapped = c;
       uncapped.params.softcap = 0;

@@ -89,6 +89,26 @@
  * A 1.0 entry (no plan) behaves exactly as before: its table's entry_size is
  * PAGECHECK_ENTRY_SIZE_1_0 and pagecheck reads none of the 1.1 fields.
  *
+ * FEATURES OF ABI 1.2 (docs/external-kernels.md). Cases that an older
+ * description cannot express: attention sinks (a logit per query head that
+ * joins every softmax denominator as exp(sink - max) and the LSE, never the
+ * output's weights), ALiBi (a slope per query head) and latent (MLA)
+ * caches (value_in_key: V a column prefix of K, one pointer). They are
+ * opt-in, for libraries of every minor:
+ *   - an entry is given such a case only when its features mask has the bit
+ *     (PAGECHECK_FEATURE_SINKS, _ALIBI, _LATENT); a mask of 0 ("everything")
+ *     takes everything of ABI 1.1 and none of these;
+ *   - and only when its library's table says abi_minor >= 2: an older
+ *     library never sees one (its description has no field for it), and the
+ *     case is n/a for it with the reason;
+ *   - head sizes that pagecheck's suite added with 1.2 (32, 80, 96, 112,
+ *     120) reach an older library only when its head_dims list names them:
+ *     a 1.0/1.1 entry that declares no list ("any") is not given them.
+ * The description and buffers a 1.2 pagecheck fills carry the 1.2 fields
+ * (struct_size says so); a library built against 1.2 that may be loaded by
+ * an older pagecheck checks desc->struct_size >= PAGECHECK_DESC_SIZE_1_2
+ * before reading them.
+ *
  * LENGTHS AND POSITIONS (docs/case-format.md). seq_len[s] keys are in the
  * cache, including those of the new query tokens; q_len[s] =
  * query_start_loc[s+1] - query_start_loc[s]; query token i of s sits at
@@ -98,7 +118,13 @@
  * head h reads KV head h / (q_heads / kv_heads). Logits are scale * q.k, then
  * softcap * tanh(logit / softcap) when softcap > 0. A stored key (value)
  * element x means x * k_scale (x * v_scale). LSE is the natural log of the
- * softmax normaliser.
+ * softmax normaliser; with sinks (1.2) the normaliser of a row of query head
+ * h is sum_j exp(logit_j - m) + exp(sinks[h] - m), m any finite shift (the
+ * reference takes the maximum over the logits and the sink), so LSE =
+ * m + log(normaliser) and output = sum_j exp(logit_j - m) v_j / normaliser.
+ * With ALiBi (1.2) the logit of query head h at position pos for key j gains
+ * alibi_slopes[h] * (j - pos), after the softcap (positions are absolute:
+ * a chunked-prefill token's pos is its place in the sequence).
  */
 #ifndef PAGECHECK_EXTERNAL_H
 #define PAGECHECK_EXTERNAL_H
@@ -107,7 +133,7 @@
 #include <stdint.h>
 
 #define PAGECHECK_ABI_MAJOR 1
-#define PAGECHECK_ABI_MINOR 1
+#define PAGECHECK_ABI_MINOR 2
 
 /* The one symbol a library exports, and its type. */
 #define PAGECHECK_KERNELS_SYMBOL "pagecheck_kernels_v1"
@@ -151,6 +177,10 @@ extern "C" {
 #define PAGECHECK_FEATURE_SOFTCAP 0x08u    /* softcap > 0 */
 #define PAGECHECK_FEATURE_KV_SCALES 0x10u  /* k_scale or v_scale != 1 */
 #define PAGECHECK_FEATURE_NON_CAUSAL 0x20u /* causal == 0 */
+/* ABI 1.2, opt-in (see "FEATURES OF ABI 1.2"): */
+#define PAGECHECK_FEATURE_SINKS 0x40u      /* has_sinks: buffers->sinks */
+#define PAGECHECK_FEATURE_ALIBI 0x80u      /* has_alibi: buffers->alibi_slopes */
+#define PAGECHECK_FEATURE_LATENT 0x100u    /* value_in_key: a latent (MLA) cache, V a column prefix of K */
 
 /* One attention call, as the kernel sees it: geometry, parameters and the
  * element strides of the buffers. Filled by pagecheck; the same for every
@@ -196,7 +226,22 @@ typedef struct pagecheck_case_desc {
   int64_t value_stride_block, value_stride_slot, value_stride_head;
   int64_t output_stride_token, output_stride_head; /* output [num_tokens, q_heads, v_head_dim] */
   int64_t lse_stride_token;                        /* lse [num_tokens, q_heads], head stride 1 */
+
+  /* ---- ABI 1.2 (struct_size >= PAGECHECK_DESC_SIZE_1_2) ---- */
+  int32_t has_sinks; /* 1: buffers->sinks holds one logit per query head */
+  int32_t has_alibi; /* 1: buffers->alibi_slopes holds one slope per query head */
+  /* 1: a latent (MLA) cache. One KV head; V of a slot is the first
+   * v_head_dim columns of its key row (head_dim columns: latent, then rope),
+   * so buffers->value_cache == buffers->key_cache and the value strides are
+   * the key strides (one pointer, nothing copied). */
+  int32_t value_in_key;
+  int32_t reserved3;
 } pagecheck_case_desc;
+
+/* The struct_size of a description filled by pagecheck 1.0 / 1.1 (no 1.2
+ * fields), and by 1.2. */
+#define PAGECHECK_DESC_SIZE_1_1 (offsetof(pagecheck_case_desc, has_sinks))
+#define PAGECHECK_DESC_SIZE_1_2 (offsetof(pagecheck_case_desc, reserved3) + sizeof(int32_t))
 
 /* Host copies of one call's lengths and offsets, for plan (ABI 1.1). Valid
  * only during the call; the same values the device buffers hold then. */
@@ -214,13 +259,16 @@ typedef struct pagecheck_buffers {
   uint32_t reserved0;
   const void* query;              /* [num_tokens, q_heads, head_dim], query_dtype */
   const void* key_cache;          /* kv_layout, kv_dtype, [.., head_dim] */
-  const void* value_cache;        /* kv_layout, kv_dtype, [.., v_head_dim] */
+  const void* value_cache;        /* kv_layout, kv_dtype, [.., v_head_dim]; == key_cache when desc->value_in_key (1.2) */
   const int64_t* page_indptr;     /* [num_seqs + 1] */
   const int32_t* page_indices;    /* [table_entries] */
   const int32_t* seq_lens;        /* [num_seqs] (CSR last page: seq_len - (pages - 1) * block_size) */
   const int32_t* query_start_loc; /* [num_seqs + 1] */
   void* output;                   /* [num_tokens, q_heads, v_head_dim], output_dtype */
   float* lse;                     /* [num_tokens, q_heads], natural log; NULL: not wanted */
+  /* ---- ABI 1.2 ---- */
+  const float* sinks;        /* [q_heads] F32 sink logits; NULL unless desc->has_sinks */
+  const float* alibi_slopes; /* [q_heads] F32 ALiBi slopes; NULL unless desc->has_alibi */
 } pagecheck_buffers;
 
 /* One kernel. Every function pointer except supports and launch may be
@@ -238,7 +286,7 @@ typedef struct pagecheck_kernel_entry {
   uint32_t kv_dtypes;
   uint32_t layouts;        /* PAGECHECK_LAYOUT_BIT(...) */
   uint32_t table_forms;    /* PAGECHECK_TABLE_BIT(...) */
-  uint32_t features;       /* PAGECHECK_FEATURE_*: what it takes; 0: everything */
+  uint32_t features;       /* PAGECHECK_FEATURE_*: what it takes; 0: everything of ABI 1.1 (1.2's are opt-in) */
   int32_t min_block_size;  /* 0: no bound */
   int32_t max_block_size;  /* 0: no bound */
   uint32_t head_dim_count; /* pairs in head_dims; 0: any */

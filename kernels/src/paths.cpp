@@ -9,6 +9,7 @@
 
 #include "harness.cuh"
 #include "launchers.cuh"
+#include "pagecheck/features.hpp"
 #include "pagecheck/gpu.hpp"
 #include "pagecheck/plan.hpp"
 
@@ -67,6 +68,13 @@ Expected<Plan> resolve_plan(const Case& c, const RunOptions& options, const Devi
 
 std::string describe_plan(const Plan& plan) { return fmt::format("{} ({})", plan.to_string(), plan.source_name()); }
 
+// A case feature the built-in paths do not take (features.hpp) first, then
+// the kernel family's own rule.
+Applicability builtin_applies(const Case& c, std::string_view path, Applicability (*family)(const Case&)) {
+  if (std::string why = builtin_feature_refusal(c, path); !why.empty()) return {false, why};
+  return family(c);
+}
+
 Stage attention_stage(std::string name, std::function<Status(cudaStream_t)> launch, const AttentionModel& m) {
   return Stage{std::move(name), std::move(launch), m.bytes(), m.flops};
 }
@@ -92,7 +100,7 @@ Expected<SplitWorkspace> allocate_split(const DeviceCaseView& view, std::int64_t
 class DirectPath final : public GpuPath {
  public:
   std::string name() const override { return "direct"; }
-  Applicability applies(const Case& c) const override { return decode_applies(c); }
+  Applicability applies(const Case& c) const override { return builtin_applies(c, "direct", decode_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions&) override {
     PreparedPath p;
     const DeviceCaseView view = d.view;
@@ -106,7 +114,7 @@ class SplitPath final : public GpuPath {
  public:
   explicit SplitPath(DeviceInfo device) : device_(std::move(device)) {}
   std::string name() const override { return "split"; }
-  Applicability applies(const Case& c) const override { return decode_applies(c); }
+  Applicability applies(const Case& c) const override { return builtin_applies(c, "split", decode_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions& options) override {
     PreparedPath p;
     auto plan = resolve_plan(c, options, device_);
@@ -136,7 +144,7 @@ class AutoPath final : public GpuPath {
  public:
   explicit AutoPath(DeviceInfo device) : device_(std::move(device)) {}
   std::string name() const override { return "auto"; }
-  Applicability applies(const Case& c) const override { return decode_applies(c); }
+  Applicability applies(const Case& c) const override { return builtin_applies(c, "auto", decode_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions& options) override {
     PreparedPath p;
     auto plan = resolve_plan(c, options, device_);
@@ -171,7 +179,7 @@ class AutoPath final : public GpuPath {
 class PrefillPath final : public GpuPath {
  public:
   std::string name() const override { return "prefill"; }
-  Applicability applies(const Case& c) const override { return prefill_applies(c); }
+  Applicability applies(const Case& c) const override { return builtin_applies(c, "prefill", prefill_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions&) override {
     PreparedPath p;
     const DeviceCaseView view = d.view;
@@ -191,7 +199,7 @@ class PrefillPath final : public GpuPath {
 class FmhaPath final : public GpuPath {
  public:
   std::string name() const override { return "fmha"; }
-  Applicability applies(const Case& c) const override { return fmha_applies(c); }
+  Applicability applies(const Case& c) const override { return builtin_applies(c, "fmha", fmha_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions&) override {
     PreparedPath p;
     const std::size_t each = fmha_workspace_bytes_each(d.view);

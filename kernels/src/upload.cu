@@ -125,9 +125,12 @@ namespace {
 
 // Allocates caches of `num_blocks` pages (+1 spare when no page is free),
 // table, lengths, output and LSE, and fills the view. Does not copy values.
+// `value_row_dim`: the elements of one value row in its cache (v_head_dim,
+// or a latent cache's head_dim: its value cache is a copy of the key cache,
+// V the first v_head_dim columns of each row).
 Status allocate(DeviceCase& d, std::int64_t num_blocks, std::int64_t block_size, KvLayout layout, DType kv_dtype,
                 DType query_dtype, std::int64_t num_tokens, std::int64_t q_heads, std::int64_t kv_heads,
-                std::int64_t head_dim, std::int64_t v_head_dim) {
+                std::int64_t head_dim, std::int64_t v_head_dim, std::int64_t value_row_dim) {
   // A page that no table entry references (a padding entry of a dense table
   // counts as referenced), else append one.
   std::vector<bool> referenced(static_cast<std::size_t>(num_blocks), false);
@@ -143,7 +146,7 @@ Status allocate(DeviceCase& d, std::int64_t num_blocks, std::int64_t block_size,
   }
 
   const auto key_strides = cache_strides(layout, block_size, kv_heads, head_dim);
-  const auto value_strides = cache_strides(layout, block_size, kv_heads, v_head_dim);
+  const auto value_strides = cache_strides(layout, block_size, kv_heads, value_row_dim);
   const std::size_t kv_elem = dtype_size(kv_dtype);
   auto key = device_alloc(static_cast<std::size_t>(pool_blocks * key_strides.block) * kv_elem);
   if (!key) return key.error();
@@ -255,7 +258,8 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
   d->host_seq_lens = c.seq_lens;
   d->host_query_start_loc = c.query_start_loc;
   PC_TRY(allocate(*d, c.num_blocks(), c.block_size(), c.params.layout, c.key_cache.dtype, c.query.dtype, c.num_tokens(),
-                  c.q_heads(), c.kv_heads(), c.key_head_dim(), c.v_head_dim()));
+                  c.q_heads(), c.kv_heads(), c.key_head_dim(), c.v_head_dim(),
+                  c.has_latent() ? c.key_head_dim() : c.v_head_dim()));
   if (c.caches_held()) {
     CUDA_TRY(cudaMemcpy(d->key_cache.get(), c.key_cache.data, c.key_cache.nbytes, cudaMemcpyHostToDevice));
     CUDA_TRY(cudaMemcpy(d->value_cache.get(), c.value_cache.data, c.value_cache.nbytes, cudaMemcpyHostToDevice));
@@ -269,6 +273,16 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
     CUDA_TRY(cudaMemset(d->value_cache.as<std::byte>() + c.value_cache.nbytes, 0xFF,
                         d->value_cache.bytes() - c.value_cache.nbytes));
   CUDA_TRY(cudaMemcpy(d->query.get(), c.query.data, c.query.nbytes, cudaMemcpyHostToDevice));
+  if (c.has_sinks()) {
+    auto sinks = upload_vector(c.sinks);
+    if (!sinks) return sinks.error();
+    d->sinks = std::move(*sinks);
+  }
+  if (c.has_alibi()) {
+    auto slopes = upload_vector(c.alibi_slopes);
+    if (!slopes) return slopes.error();
+    d->alibi_slopes = std::move(*slopes);
+  }
   // A cudaMemcpy from pageable memory may return before its DMA lands, and
   // the memsets run on the legacy stream: the harness's non-blocking stream
   // is not ordered after either, so wait here.
@@ -304,7 +318,7 @@ Expected<std::unique_ptr<DeviceCase>> synthesize_device_case(const DeviceGeometr
   d->host_seq_lens.assign(static_cast<std::size_t>(g.num_seqs), static_cast<std::int32_t>(g.context));
   const std::int64_t num_tokens = g.num_seqs * g.q_len;
   PC_TRY(allocate(*d, num_blocks, g.block_size, KvLayout::NHD, DType::BF16, DType::BF16, num_tokens, g.q_heads,
-                  g.kv_heads, g.head_dim, g.v_head_dim));
+                  g.kv_heads, g.head_dim, g.v_head_dim, g.v_head_dim));
   PC_TRY(fill_random(d->key_cache.get(), DType::BF16, static_cast<std::int64_t>(d->key_cache.bytes() / 2), g.seed * 3 + 1, 0));
   PC_TRY(fill_random(d->value_cache.get(), DType::BF16, static_cast<std::int64_t>(d->value_cache.bytes() / 2), g.seed * 3 + 2, 0));
   PC_TRY(fill_random(d->query.get(), DType::BF16, static_cast<std::int64_t>(d->query.bytes() / 2), g.seed * 3 + 3, 0));

@@ -12,6 +12,8 @@ const char* cache_form_name(CacheForm form) {
     case CacheForm::VllmCombined: return "kv_cache (vLLM)";
     case CacheForm::FlashInferPaged: return "paged_kv_cache (FlashInfer)";
     case CacheForm::VllmClassic: return "key_cache + value_cache (vLLM classic)";
+    case CacheForm::VllmLatent: return "kv_c_and_k_pe_cache (vLLM MLA)";
+    case CacheForm::FlashInferLatent: return "ckv_cache + kpe_cache (FlashInfer MLA)";
   }
   return "unknown";
 }
@@ -51,7 +53,7 @@ void fill_cache_blocks(const Case& c, std::int64_t begin, std::int64_t end, std:
   }
   const std::int64_t kb = c.key_block_bytes(), vb = c.value_block_bytes();
   std::memcpy(key, c.key_cache.data + begin * kb, static_cast<std::size_t>((end - begin) * kb));
-  std::memcpy(value, c.value_cache.data + begin * vb, static_cast<std::size_t>((end - begin) * vb));
+  if (value != nullptr) std::memcpy(value, c.value_cache.data + begin * vb, static_cast<std::size_t>((end - begin) * vb));
 }
 
 PagedKvView Case::host_view() const {
@@ -68,7 +70,8 @@ PagedKvView Case::host_view() const {
   v.head_dim = static_cast<std::int32_t>(key_head_dim());
   v.v_head_dim = static_cast<std::int32_t>(v_head_dim());
   v.key_strides = cache_strides(params.layout, block_size(), kv_heads(), key_head_dim());
-  v.value_strides = cache_strides(params.layout, block_size(), kv_heads(), v_head_dim());
+  // A latent cache's V is the column prefix of each key row: the key's strides.
+  v.value_strides = has_latent() ? v.key_strides : cache_strides(params.layout, block_size(), kv_heads(), v_head_dim());
   return v;
 }
 

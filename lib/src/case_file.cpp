@@ -27,12 +27,16 @@ namespace {
 constexpr std::string_view kKnownTensors[] = {
     "query",     "key_cache",  "value_cache",      "block_table",     "seq_lens", "kv_indptr",
     "kv_indices", "kv_last_page_len", "query_start_loc", "output", "lse", "kv_cache", "paged_kv_cache",
+    "sinks", "alibi_slopes", "kv_c_and_k_pe_cache", "ckv_cache", "kpe_cache", "q_nope", "q_pe",
 };
+// vLLM's name for the latent (MLA) cache, the form pagecheck writes it in.
+constexpr std::string_view kLatentCache = "kv_c_and_k_pe_cache";
 // kv_layout's value for vLLM's classic paged-attention cache (read only: the
 // case holds it as HND and is written back so).
 constexpr std::string_view kClassicLayout = "vllm-classic";
 constexpr std::string_view kKnownMetadata[] = {
     "kv_layout", "causal", "scale", "sliding_window", "softcap", "k_scale", "v_scale", "description", "block_size",
+    "kv_lora_rank",
 };
 
 bool is_known_metadata(std::string_view key) {
@@ -100,6 +104,19 @@ Status check_positive(const std::string& name, const Tensor& t, std::size_t axis
   return {};
 }
 
+// A per-query-head vector (sinks, alibi_slopes [q_heads]): F32, F16 or BF16, widened to
+// float. `what` says what one element is, for the message.
+Expected<std::vector<float>> read_per_head(const std::string& name, const Tensor& t, std::int64_t q_heads,
+                                           std::string_view what) {
+  PC_TRY(check_dtype(name, t, {DType::F32, DType::F16, DType::BF16}));
+  if (t.rank() != 1 || t.dim(0) != q_heads)
+    return invalid_input(fmt::format("tensor '{}' has shape {} but must be [q_heads] = [{}]: {} per query head", name,
+                                     t.describe(), q_heads, what));
+  std::vector<float> out(static_cast<std::size_t>(q_heads));
+  for (std::size_t h = 0; h < out.size(); ++h) out[h] = static_cast<float>(t.at(h));
+  return out;
+}
+
 std::vector<std::int32_t> read_i32(const Tensor& t) {
   std::vector<std::int32_t> out(static_cast<std::size_t>(t.numel()));
   if (!out.empty()) std::memcpy(out.data(), t.data, out.size() * sizeof(std::int32_t));
@@ -160,6 +177,10 @@ Expected<CaseParams> parse_params(const std::map<std::string, std::string>& meta
       const auto v = parse_int(value);
       if (!v || *v < 1) return metadata_error(key, value, "an integer >= 1");
       p.table_block_size = *v;
+    } else if (key == "kv_lora_rank") {
+      const auto v = parse_int(value);
+      if (!v || *v < 1) return metadata_error(key, value, "an integer >= 1 (the latent's width: V's head dim)");
+      p.kv_lora_rank = *v;
     } else if (key == "description") {
       p.description = value;
     } else {
@@ -183,6 +204,7 @@ std::map<std::string, std::string> format_params(const CaseParams& p) {
   out["k_scale"] = fmt::format("{}", p.k_scale);
   out["v_scale"] = fmt::format("{}", p.v_scale);
   if (p.table_block_size) out["block_size"] = fmt::format("{}", *p.table_block_size);
+  if (p.kv_lora_rank) out["kv_lora_rank"] = fmt::format("{}", *p.kv_lora_rank);
   if (!p.description.empty()) out["description"] = p.description;
   return out;
 }
@@ -192,7 +214,8 @@ std::map<std::string, std::string> format_params(const CaseParams& p) {
 constexpr std::initializer_list<DType> kKvDtypes = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3,
                                                     DType::F8_E5M2};
 constexpr const char* kCacheForms =
-    "key_cache + value_cache, kv_cache (vLLM) or paged_kv_cache (FlashInfer)";
+    "key_cache + value_cache, kv_cache (vLLM) or paged_kv_cache (FlashInfer); for MLA kv_c_and_k_pe_cache (vLLM) or "
+    "ckv_cache + kpe_cache (FlashInfer)";
 
 // Exactly one cache form is given, and the separate one whole.
 Status check_cache_presence(const std::map<std::string, Tensor>& tensors) {
@@ -201,6 +224,9 @@ Status check_cache_presence(const std::map<std::string, Tensor>& tensors) {
   if (separate) given.push_back("key_cache + value_cache");
   if (tensors.count("kv_cache") > 0) given.push_back("kv_cache");
   if (tensors.count("paged_kv_cache") > 0) given.push_back("paged_kv_cache");
+  if (tensors.count("kv_c_and_k_pe_cache") > 0) given.push_back("kv_c_and_k_pe_cache");
+  const bool flashinfer_latent = tensors.count("ckv_cache") > 0 || tensors.count("kpe_cache") > 0;
+  if (flashinfer_latent) given.push_back("ckv_cache + kpe_cache");
   if (given.size() > 1) {
     std::string list;
     for (std::size_t i = 0; i < given.size(); ++i)
@@ -213,6 +239,13 @@ Status check_cache_presence(const std::map<std::string, Tensor>& tensors) {
   if (separate)
     for (const char* name : {"key_cache", "value_cache"})
       if (tensors.count(name) == 0) return invalid_input(fmt::format("required tensor '{}' is missing", name));
+  if (flashinfer_latent)
+    for (const char* name : {"ckv_cache", "kpe_cache"})
+      if (tensors.count(name) == 0)
+        return invalid_input(fmt::format("required tensor '{}' is missing (FlashInfer's MLA cache is ckv_cache "
+                                         "[num_pages, page_size, kv_lora_rank] + kpe_cache [num_pages, page_size, "
+                                         "rope_dim])",
+                                         name));
   return {};
 }
 
@@ -394,10 +427,118 @@ Status read_vllm_classic(const Tensor& k, const Tensor& v, std::int64_t query_he
   return {};
 }
 
+// --- latent (MLA) caches -----------------------------------------------------
+
+// Row r of the result (`shape`, the last dim a's plus b's) is row r of `a`
+// then row r of `b` (same dtype, same number of rows; either may be
+// misaligned: byte copies).
+Expected<Tensor> concat_rows(const Tensor& a, const Tensor& b, std::vector<std::int64_t> shape) {
+  const std::int64_t wa = a.shape.back(), wb = b.shape.back(), rows = a.numel() / std::max<std::int64_t>(wa, 1);
+  auto out = allocate(a.dtype, std::move(shape));
+  if (!out) return out.error();
+  const auto es = static_cast<std::int64_t>(dtype_size(a.dtype));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::byte* row = out->mutable_data() + r * (wa + wb) * es;
+    std::memcpy(row, a.data + r * wa * es, static_cast<std::size_t>(wa * es));
+    std::memcpy(row + wa * es, b.data + r * wb * es, static_cast<std::size_t>(wb * es));
+  }
+  return out;
+}
+
+// The checks both MLA forms share: one KV head, NHD, V a proper column
+// prefix of K.
+Status finish_latent(const std::string* layout_text, std::int64_t kv_lora_rank, std::int64_t head_dim, Case& c) {
+  if (layout_text && *layout_text != "NHD")
+    return invalid_input(fmt::format("kv_layout is '{}' but a latent (MLA) cache has one KV head, stored [num_blocks, "
+                                     "block_size, head_dim]; leave kv_layout out or set it to NHD",
+                                     printable(*layout_text, 200)));
+  if (kv_lora_rank > head_dim)
+    return invalid_input(fmt::format("kv_lora_rank {} is wider than the latent cache's rows ({} columns): V is the "
+                                     "first kv_lora_rank columns of each row",
+                                     kv_lora_rank, head_dim));
+  c.params.layout = KvLayout::NHD;
+  c.params.kv_lora_rank = kv_lora_rank;
+  c.value_cache = c.key_cache;  // V is a column prefix of K: one tensor
+  return {};
+}
+
+// vLLM: kv_c_and_k_pe_cache [num_blocks, block_size, head_dim] (FlashMLA's
+// k_cache [num_blocks, block_size, 1, head_dim] too), each row the latent
+// (its first kv_lora_rank columns, also V) and the rope part; viewed in place.
+Status read_vllm_latent(const Tensor& t, const std::string* layout_text, const CaseParams& params, Case& c) {
+  constexpr const char* kShape = "[num_blocks, block_size, head_dim] (vLLM MLA) or [num_blocks, block_size, 1, head_dim]";
+  PC_TRY(check_dtype("kv_c_and_k_pe_cache", t, kKvDtypes));
+  if (t.rank() != 3 && t.rank() != 4)
+    return invalid_input(fmt::format("tensor 'kv_c_and_k_pe_cache' has shape {} but must be {}", t.describe(), kShape));
+  if (t.rank() == 4 && t.dim(2) != 1)
+    return invalid_input(fmt::format("tensor 'kv_c_and_k_pe_cache' has shape {}: a latent cache has one KV head, so "
+                                     "dimension 2 must be 1 ({})",
+                                     t.describe(), kShape));
+  PC_TRY(check_positive("kv_c_and_k_pe_cache", t, 1, "block_size"));
+  PC_TRY(check_positive("kv_c_and_k_pe_cache", t, t.rank() - 1, "head_dim"));
+  if (!params.kv_lora_rank)
+    return invalid_input(
+        "metadata 'kv_lora_rank' is missing: with kv_c_and_k_pe_cache it says how many leading columns of each row are "
+        "the latent, which is also V (DeepSeek-V3: 512 of 576)");
+  const std::int64_t head_dim = t.dim(t.rank() - 1);
+  c.key_cache = sub_view(t, 0, t.nbytes, {t.dim(0), t.dim(1), 1, head_dim});
+  c.cache_form = CacheForm::VllmLatent;
+  return finish_latent(layout_text, *params.kv_lora_rank, head_dim, c);
+}
+
+// FlashInfer: ckv_cache [num_pages, page_size, kv_lora_rank] + kpe_cache
+// [num_pages, page_size, rope_dim], copied side by side into one cache.
+Status read_flashinfer_latent(const Tensor& ckv, const Tensor& kpe, const std::string* layout_text,
+                              const CaseParams& params, Case& c) {
+  PC_TRY(check_dtype("ckv_cache", ckv, kKvDtypes));
+  PC_TRY(check_dtype("kpe_cache", kpe, kKvDtypes));
+  PC_TRY(check_rank("ckv_cache", ckv, 3, "[num_pages, page_size, kv_lora_rank] (FlashInfer MLA)"));
+  PC_TRY(check_rank("kpe_cache", kpe, 3, "[num_pages, page_size, rope_dim] (FlashInfer MLA)"));
+  PC_TRY(check_positive("ckv_cache", ckv, 1, "page_size"));
+  PC_TRY(check_positive("ckv_cache", ckv, 2, "kv_lora_rank"));
+  PC_TRY(check_positive("kpe_cache", kpe, 2, "rope_dim"));
+  if (ckv.dtype != kpe.dtype)
+    return invalid_input(fmt::format("ckv_cache is {} but kpe_cache is {}; the latent cache has one dtype",
+                                     dtype_name(ckv.dtype), dtype_name(kpe.dtype)));
+  if (ckv.dim(0) != kpe.dim(0) || ckv.dim(1) != kpe.dim(1))
+    return invalid_input(fmt::format("ckv_cache {} and kpe_cache {} disagree on num_pages or page_size", ckv.describe(),
+                                     kpe.describe()));
+  if (params.kv_lora_rank && *params.kv_lora_rank != ckv.dim(2))
+    return invalid_input(fmt::format("metadata kv_lora_rank = {} but ckv_cache {} holds {} latent columns",
+                                     *params.kv_lora_rank, ckv.describe(), ckv.dim(2)));
+  PC_TRY(check_copy_fits(ckv.nbytes + kpe.nbytes, fmt::format("ckv_cache {} and kpe_cache {}", ckv.describe(), kpe.describe())));
+  const std::int64_t latent = ckv.dim(2), rope = kpe.dim(2);
+  auto key = concat_rows(ckv, kpe, {ckv.dim(0), ckv.dim(1), 1, latent + rope});
+  if (!key) return key.error();
+  c.key_cache = std::move(key.value());
+  c.cache_form = CacheForm::FlashInferLatent;
+  return finish_latent(layout_text, latent, latent + rope, c);
+}
+
+// FlashInfer's MLA query: q_nope [num_tokens, q_heads, kv_lora_rank] and
+// q_pe [num_tokens, q_heads, rope_dim], concatenated into one query.
+Expected<Tensor> read_split_query(const Tensor& nope, const Tensor& pe) {
+  PC_TRY(check_dtype("q_nope", nope, {DType::F32, DType::F16, DType::BF16}));
+  PC_TRY(check_dtype("q_pe", pe, {DType::F32, DType::F16, DType::BF16}));
+  PC_TRY(check_rank("q_nope", nope, 3, "[num_tokens, q_heads, kv_lora_rank] (FlashInfer MLA)"));
+  PC_TRY(check_rank("q_pe", pe, 3, "[num_tokens, q_heads, rope_dim] (FlashInfer MLA)"));
+  if (nope.dtype != pe.dtype || nope.dim(0) != pe.dim(0) || nope.dim(1) != pe.dim(1))
+    return invalid_input(fmt::format("q_nope {} and q_pe {} must agree on dtype, num_tokens and q_heads",
+                                     nope.describe(), pe.describe()));
+  return concat_rows(nope, pe, {nope.dim(0), nope.dim(1), nope.dim(2) + pe.dim(2)});
+}
+
 // Sets c.key_cache, c.value_cache, c.cache_form and (for the forms that fix
 // it) c.params.layout from whichever form the file holds (one: checked by
 // check_cache_presence). `layout_text`: kv_layout's value, null when absent.
 Status read_cache(const std::map<std::string, Tensor>& tensors, const std::string* layout_text, Case& c) {
+  if (tensors.count("kv_c_and_k_pe_cache"))
+    return read_vllm_latent(tensors.at("kv_c_and_k_pe_cache"), layout_text, c.params, c);
+  if (tensors.count("ckv_cache"))
+    return read_flashinfer_latent(tensors.at("ckv_cache"), tensors.at("kpe_cache"), layout_text, c.params, c);
+  if (c.params.kv_lora_rank)
+    return invalid_input("metadata 'kv_lora_rank' is set but the cache is not a latent (MLA) cache "
+                         "(kv_c_and_k_pe_cache, or ckv_cache + kpe_cache)");
   if (tensors.count("kv_cache")) return read_vllm_combined(tensors.at("kv_cache"), layout_text, c);
   if (tensors.count("paged_kv_cache")) return read_flashinfer(tensors.at("paged_kv_cache"), layout_text, c);
 
@@ -456,7 +597,13 @@ Expected<Case> build_case(SafetensorsFile& file) {
       return invalid_input(unknown_tensor_message(name));
   }
   const auto has = [&](const char* name) { return tensors.count(name) > 0; };
-  if (!has("query")) return invalid_input("required tensor 'query' is missing");
+  const bool split_query = has("q_nope") || has("q_pe");
+  if (split_query && has("query"))
+    return invalid_input("the file holds both query and q_nope/q_pe; give one: query, or FlashInfer's MLA q_nope + q_pe");
+  if (split_query && !(has("q_nope") && has("q_pe")))
+    return invalid_input(fmt::format("required tensor '{}' is missing (FlashInfer's MLA query is q_nope + q_pe)",
+                                     has("q_nope") ? "q_pe" : "q_nope"));
+  if (!has("query") && !split_query) return invalid_input("required tensor 'query' is missing");
   PC_TRY(check_cache_presence(tensors));
 
   const bool dense = has("block_table") || has("seq_lens");
@@ -481,12 +628,28 @@ Expected<Case> build_case(SafetensorsFile& file) {
 
   Case c;
   c.params = std::move(params.value());
-  c.query = tensors.at("query");
+  if (split_query) {
+    auto query = read_split_query(tensors.at("q_nope"), tensors.at("q_pe"));
+    if (!query) return query.error();
+    c.query = std::move(*query);
+  } else {
+    c.query = tensors.at("query");
+  }
 
   PC_TRY(check_dtype("query", c.query, {DType::F32, DType::F16, DType::BF16}));
   PC_TRY(check_rank("query", c.query, 3, "[num_tokens, q_heads, head_dim]"));
   PC_TRY(check_positive("query", c.query, 1, "q_heads"));
   PC_TRY(check_positive("query", c.query, 2, "head_dim"));
+  if (has("sinks")) {
+    auto sinks = read_per_head("sinks", tensors.at("sinks"), c.query.dim(1), "one sink logit");
+    if (!sinks) return sinks.error();
+    c.sinks = std::move(*sinks);
+  }
+  if (has("alibi_slopes")) {
+    auto slopes = read_per_head("alibi_slopes", tensors.at("alibi_slopes"), c.query.dim(1), "one ALiBi slope");
+    if (!slopes) return slopes.error();
+    c.alibi_slopes = std::move(*slopes);
+  }
   const auto layout_text = file.metadata.find("kv_layout");
   PC_TRY(read_cache(tensors, layout_text == file.metadata.end() ? nullptr : &layout_text->second, c));
   const std::int64_t block_size = c.block_size();
@@ -629,8 +792,15 @@ Status save_case_file(const Case& c, const std::filesystem::path& path, const La
 
   std::map<std::string, Tensor> tensors;
   tensors["query"] = c.query;
-  tensors["key_cache"] = c.key_cache;
-  tensors["value_cache"] = c.value_cache;
+  if (c.has_latent()) {
+    // vLLM's form, [num_blocks, block_size, head_dim]: the one KV head's axis dropped.
+    Tensor latent = c.key_cache;
+    latent.shape = {c.key_cache.dim(0), c.key_cache.dim(1), c.key_cache.dim(3)};
+    tensors[std::string(kLatentCache)] = latent;
+  } else {
+    tensors["key_cache"] = c.key_cache;
+    tensors["value_cache"] = c.value_cache;
+  }
   if (c.table.form == TableForm::Dense) {
     std::int64_t entries = 0;
     if (c.table.max_blocks_per_seq < 0 || __builtin_mul_overflow(num_seqs, c.table.max_blocks_per_seq, &entries) ||
@@ -666,6 +836,10 @@ Status save_case_file(const Case& c, const std::filesystem::path& path, const La
         i32_tensor({static_cast<std::int64_t>(c.query_start_loc.size())}, c.query_start_loc);
   if (c.recorded_output) tensors["output"] = *c.recorded_output;
   if (c.recorded_lse) tensors["lse"] = *c.recorded_lse;
+  if (c.has_sinks()) tensors["sinks"] = Tensor::from_vector(DType::F32, {static_cast<std::int64_t>(c.sinks.size())}, c.sinks);
+  if (c.has_alibi())
+    tensors["alibi_slopes"] =
+        Tensor::from_vector(DType::F32, {static_cast<std::int64_t>(c.alibi_slopes.size())}, c.alibi_slopes);
 
   if (lazy == nullptr && !c.caches_held()) {
     const LazyTensors caches = cache_chunks(c);
@@ -689,16 +863,22 @@ LazyTensors cache_chunks(const Case& c, int threads, std::int64_t chunk_bytes) {
   const std::int64_t blocks_per_chunk = std::clamp<std::int64_t>(
       chunk_bytes / std::max<std::int64_t>(1, key_block + value_block), 1, std::max<std::int64_t>(num_blocks, 1));
   LazyTensors out;
-  out.names = {"key_cache", "value_cache"};
-  out.chunk_bytes = {static_cast<std::size_t>(blocks_per_chunk * key_block),
-                     static_cast<std::size_t>(blocks_per_chunk * value_block)};
+  const bool latent = c.has_latent();  // one tensor: V is a column prefix of K
+  if (latent) {
+    out.names = {std::string(kLatentCache)};
+    out.chunk_bytes = {static_cast<std::size_t>(blocks_per_chunk * key_block)};
+  } else {
+    out.names = {"key_cache", "value_cache"};
+    out.chunk_bytes = {static_cast<std::size_t>(blocks_per_chunk * key_block),
+                       static_cast<std::size_t>(blocks_per_chunk * value_block)};
+  }
   out.chunks = (num_blocks + blocks_per_chunk - 1) / blocks_per_chunk;
   out.threads = threads;
   // The case is copied (its caches are a source or shared memory, the rest
   // is small) so that the chunks outlive the caller's case.
-  out.fill = [c, blocks_per_chunk, num_blocks](std::int64_t chunk, std::byte* const* bytes) {
+  out.fill = [c, blocks_per_chunk, num_blocks, latent](std::int64_t chunk, std::byte* const* bytes) {
     const std::int64_t begin = chunk * blocks_per_chunk, end = std::min(num_blocks, begin + blocks_per_chunk);
-    fill_cache_blocks(c, begin, end, bytes[0], bytes[1]);
+    fill_cache_blocks(c, begin, end, bytes[0], latent ? nullptr : bytes[1]);
   };
   return out;
 }

@@ -110,6 +110,22 @@ std::string case_content_hash(const Case& c) {
   h.f64(p.k_scale);
   h.f64(p.v_scale);
 
+  // Features that older cases do not have are hashed only when present, so
+  // that an older case keeps its hash.
+  if (c.has_sinks()) {
+    h.text("sinks");
+    h.u64(c.sinks.size());
+    h.bytes(std::as_bytes(std::span<const float>(c.sinks)));
+  }
+  if (c.has_latent()) {
+    h.text("kv_lora_rank");
+    h.u64(static_cast<std::uint64_t>(*c.params.kv_lora_rank));
+  }
+  if (c.has_alibi()) {
+    h.text("alibi_slopes");
+    h.u64(c.alibi_slopes.size());
+    h.bytes(std::as_bytes(std::span<const float>(c.alibi_slopes)));
+  }
   hash_tensor(h, c.query);
   hash_tensor_header(h, c.key_cache);
   hash_tensor_header(h, c.value_cache);

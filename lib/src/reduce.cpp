@@ -122,15 +122,24 @@ Case keep_heads(const Case& c, const std::vector<std::int64_t>& kv_heads,
   std::vector<std::vector<std::int64_t>> cache_index(head_axis + 1);
   cache_index[head_axis] = kv_heads;
   out.key_cache = select_elements(c.key_cache, cache_index);
-  out.value_cache = select_elements(c.value_cache, cache_index);
+  out.value_cache = c.has_latent() ? out.key_cache : select_elements(c.value_cache, cache_index);
   if (c.recorded_output) out.recorded_output = select_elements(*c.recorded_output, {{}, q_heads});
   if (c.recorded_lse) out.recorded_lse = select_elements(*c.recorded_lse, {{}, q_heads});
+  const auto per_head = [&](const std::vector<float>& values) {
+    std::vector<float> kept;
+    if (!values.empty())
+      for (auto h : q_heads) kept.push_back(values.at(static_cast<std::size_t>(h)));
+    return kept;
+  };
+  out.sinks = per_head(c.sinks);
+  out.alibi_slopes = per_head(c.alibi_slopes);
   return out;
 }
 
 bool cut_keeps_answers(const Case& c, std::int64_t seq, const SequenceCut& cut) {
   const std::int64_t old_len = c.seq_lens[seq], old_q = c.q_len(seq);
-  const bool position_matters = c.params.causal || c.params.sliding_window > 0;
+  // ALiBi's bias depends on the positions too (key minus query position).
+  const bool position_matters = c.params.causal || c.params.sliding_window > 0 || c.has_alibi();
   if (position_matters && cut.seq_len - cut.q_len != old_len - old_q + cut.first_token) return false;
   if (!c.params.causal && cut.seq_len != old_len) return false;
   return true;
@@ -194,7 +203,7 @@ Case compact_pages(const Case& c) {
   }
   Case out = c;
   out.key_cache = select_elements(c.key_cache, {kept});
-  out.value_cache = select_elements(c.value_cache, {kept});
+  out.value_cache = c.has_latent() ? out.key_cache : select_elements(c.value_cache, {kept});
   out.table.page_indices.clear();
   out.table.page_indptr = {0};
   if (c.table.form == TableForm::Dense) out.table.max_blocks_per_seq = widest;

@@ -115,7 +115,7 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
   else if (dims <= 5) s.head_dim = 128;
   else if (dims <= 7) s.head_dim = 256;
   else if (dims == 8) s.head_dim = 192, s.v_head_dim = 128;
-  else s.head_dim = d.pick<std::int64_t>({16, 32, 80, 96});
+  else s.head_dim = d.pick<std::int64_t>({16, 32, 80, 96, 112, 120});
   // GQA: MHA, groups of 2..8 (odd ones too), MQA.
   const std::int64_t group = d.pick<std::int64_t>({1, 1, 2, 3, 4, 4, 5, 7, 8, 8});
   s.kv_heads = d.chance(20) ? 1 : d.between(1, 4);
@@ -195,6 +195,48 @@ SoakDraw draw_soak_case(std::uint64_t seed, std::uint64_t index, const SoakLimit
     while (s.pool_factor > 3 && page_elements * static_cast<double>(pages * s.pool_factor) > static_cast<double>(limits.max_pool_elements))
       s.pool_factor = std::max<std::int64_t>(3, s.pool_factor / 2);
   }
+  // Features drawn last, so that the draws above (and the cases of a seed
+  // drawn before them) stay as they were.
+  s.sinks = d.chance(25);
+  s.alibi = d.chance(20);
+  // A latent (MLA) cache in one case of ten: DeepSeek's 576/512 (or a
+  // smaller latent now and then), one KV head, 16-128 query heads, NHD, none
+  // of the other logit features; lengths halved while over the budget.
+  if (d.chance(10)) {
+    s.latent = true;
+    s.head_dim = d.chance(75) ? 576 : d.pick<std::int64_t>({96, 160, 320});
+    s.v_head_dim = s.head_dim == 576 ? 512 : s.head_dim - d.pick<std::int64_t>({16, 32, 64});
+    s.kv_heads = 1;
+    s.q_heads = d.pick<std::int64_t>({16, 16, 32, 64, 128});
+    s.layout = KvLayout::NHD;
+    s.sliding_window = 0;
+    s.softcap = 0;
+    s.sinks = s.alibi = false;
+    s.causal = true;
+    if (s.query_mode == QueryMode::Prefill) s.query_mode = QueryMode::Mixed;
+    if (s.query_mode != QueryMode::Decode && s.q_len_list.empty()) {
+      s.q_len_dist = LengthDist::List;
+      for (auto len : s.seq_len_list) s.q_len_list.push_back(std::max<std::int64_t>(1, len / 4));
+      s.q_len_min = 1;
+      s.q_len_max = *std::max_element(s.q_len_list.begin(), s.q_len_list.end());
+    }
+    s.scale = 1.0 / std::sqrt(192.0);
+    while (soak_reference_work(s) > limits.max_reference_work && s.seq_len_max > 1) {
+      for (auto& len : s.seq_len_list) len = std::max<std::int64_t>(1, len / 2);
+      for (auto& q : s.q_len_list) q = std::max<std::int64_t>(1, q / 2);
+      s.seq_len_min = *std::min_element(s.seq_len_list.begin(), s.seq_len_list.end());
+      s.seq_len_max = *std::max_element(s.seq_len_list.begin(), s.seq_len_list.end());
+      if (!s.q_len_list.empty()) s.q_len_max = *std::max_element(s.q_len_list.begin(), s.q_len_list.end());
+    }
+    out.huge_pool = false;
+    std::int64_t latent_pages = 0;
+    for (auto len : s.seq_len_list) latent_pages += (len + s.block_size - 1) / s.block_size;
+    const double row_elements = static_cast<double>(s.block_size * s.head_dim);
+    s.pool_factor = std::min<std::int64_t>(s.pool_factor, 8);
+    while (s.pool_factor > 3 &&
+           row_elements * static_cast<double>(latent_pages * s.pool_factor) > static_cast<double>(limits.max_pool_elements))
+      s.pool_factor = std::max<std::int64_t>(3, s.pool_factor / 2);
+  }
   return out;
 }
 
@@ -211,14 +253,15 @@ std::string failure_signature(const std::string& path, const std::string& kind, 
     }
     mode = prefill ? "prefill" : any_decode ? "mixed" : "chunked";
   }
-  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} {} {}", path, kind,
+  return fmt::format("{} | {} | q={} kv={} {} {} block={} d={}/{} gqa={} window={} softcap={} sinks={} alibi={} {} {}", path, kind,
                      dtype_name(reduced.query.dtype), dtype_name(reduced.key_cache.dtype),
                      reduced.params.layout == KvLayout::NHD ? "NHD" : "HND",
                      reduced.table.form == TableForm::Dense ? "dense" : "csr",
                      block == 1 ? std::string("1") : power_of_two ? std::string("pow2") : std::string("other"),
                      reduced.key_head_dim(), reduced.v_head_dim(),
                      group == 1 ? std::string("1") : reduced.kv_heads() == 1 ? std::string("mqa") : std::to_string(group),
-                     reduced.params.sliding_window > 0 ? "on" : "off", reduced.params.softcap > 0 ? "on" : "off", mode,
+                     reduced.params.sliding_window > 0 ? "on" : "off", reduced.params.softcap > 0 ? "on" : "off",
+                     reduced.has_sinks() ? "on" : "off", reduced.has_alibi() ? "on" : "off", mode,
                      reduced.params.causal ? "causal" : "non-causal");
 }
 

@@ -5,6 +5,7 @@
 #include "pagecheck/suite.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -12,23 +13,32 @@
 namespace pagecheck {
 namespace {
 
-constexpr int kMaxValues = 8;  // values per axis, at most (pair keys are packed in base 8)
+constexpr int kMaxValues = 16;  // values per axis, at most (pair keys are packed in base 16)
 
 // Axis value indices, named where the builder needs them.
 namespace value {
 constexpr int kF32 = 0, kF16 = 1, kBf16 = 2, kE4m3 = 3, kE5m2 = 4;  // KvDtype (QueryDtype: the first three)
 constexpr int kNhd = 0, kHnd = 1;
 constexpr int kDense = 0, kCsr = 1;
-constexpr int kHead64 = 0, kHead128 = 1, kHead256 = 2, kHead192 = 3;
+constexpr int kHead64 = 0, kHead128 = 1, kHead256 = 2, kHead192 = 3;  // then 32, 80, 96, 112, 120
+constexpr int kHeadMla = 9;                                          // 576/512: a latent (MLA) cache
 constexpr int kGqa1 = 0, kGqa4 = 1, kGqa8 = 2, kMqa = 3;
 constexpr int kWindowNone = 0, kWindowSmall = 1, kWindowEdge = 2;
 constexpr int kGaussian = 0, kLlm = 1, kLargeLogits = 2;
 constexpr int kPageEdge = 0, kPartitionEdge = 1, kRagged = 2;
 constexpr int kDecode = 0, kPrefill = 1, kChunked = 2, kMixed = 3;
 constexpr int kCausal = 0, kNonCausal = 1;
+constexpr int kNoSinks = 0, kSinks = 1;
+constexpr int kNoAlibi = 0, kAlibi = 1;
 }  // namespace value
 
 constexpr std::array<std::int64_t, 5> kBlockSizes = {1, 7, 16, 32, 256};
+// The head sizes FlashAttention builds beyond the built-in kernels' (Phi-3's
+// 96; 80, 112 and 120 ship too; 32 in small models): the head_dim axis's
+// values after 192/128.
+constexpr std::array<std::int64_t, 5> kOtherHeadDims = {32, 80, 96, 112, 120};
+// MLA's logit scale: 1/sqrt(192), the query-key head dim before absorption.
+const double kMlaScale = 1.0 / std::sqrt(192.0);
 constexpr std::array<DType, 5> kKvDtypes = {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2};
 constexpr std::int64_t kSmallWindow = 5;
 // Query lengths of chunked sequences: around the 32-token (128 rows at GQA 4)
@@ -47,7 +57,7 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"NHD", "HND"},
       {"dense", "csr"},
       {"1", "7", "16", "32", "256"},
-      {"64", "128", "256", "192/128"},
+      {"64", "128", "256", "192/128", "32", "80", "96", "112", "120", "576/512"},
       {"1", "4", "8", "mqa"},
       {"none", "small", "edge"},
       {"none", "on"},
@@ -55,6 +65,8 @@ const std::array<std::vector<std::string>, kSuiteAxes>& all_values() {
       {"page-edge", "partition-edge", "ragged"},
       {"decode", "prefill", "chunked", "mixed"},
       {"causal", "non-causal"},
+      {"none", "on"},
+      {"none", "on"},
   }};
   return values;
 }
@@ -223,13 +235,24 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
     case value::kHead64: s.head_dim = 64; break;
     case value::kHead128: s.head_dim = 128; break;
     case value::kHead256: s.head_dim = 256; break;
-    default: s.head_dim = 192, s.v_head_dim = 128; break;
+    case value::kHead192: s.head_dim = 192, s.v_head_dim = 128; break;
+    case value::kHeadMla: break;  // below, after the heads
+    default: s.head_dim = kOtherHeadDims[at(SuiteAxis::HeadDim) - value::kHead192 - 1]; break;
   }
   switch (at(SuiteAxis::Gqa)) {
     case value::kGqa1: s.q_heads = 2, s.kv_heads = 2; break;
     case value::kGqa4: s.q_heads = 8, s.kv_heads = 2; break;
     case value::kGqa8: s.q_heads = 16, s.kv_heads = 2; break;
     default: s.q_heads = 7, s.kv_heads = 1; break;  // MQA with an odd group (Qwen-like 7)
+  }
+  if (at(SuiteAxis::HeadDim) == value::kHeadMla) {
+    // DeepSeek-V3's latent cache: 512 latent + 64 rope columns, one KV head,
+    // 16 query heads (the fewest MLA models use; the mla family fixes gqa to
+    // mqa), the scale of its 192-wide query-key head before absorption.
+    s.head_dim = 576, s.v_head_dim = 512;
+    s.q_heads = 16, s.kv_heads = 1;
+    s.latent = true;
+    s.scale = kMlaScale;
   }
   const int profile = at(SuiteAxis::Profile);
   s.profile = profile == value::kLlm ? ValueProfile::LlmLike
@@ -239,6 +262,8 @@ SyntheticSpec spec_of(const SuiteRow& row, std::string name, std::uint64_t seed)
   if (at(SuiteAxis::Window) == value::kWindowSmall) s.sliding_window = kSmallWindow;
   if (at(SuiteAxis::Window) == value::kWindowEdge) s.sliding_window = edge_window(row);
   s.causal = at(SuiteAxis::Causal) == value::kCausal;
+  s.sinks = at(SuiteAxis::Sinks) == value::kSinks;
+  s.alibi = at(SuiteAxis::Alibi) == value::kAlibi;
 
   const SuiteLengths lengths = suite_lengths(row);
   s.num_seqs = static_cast<std::int64_t>(lengths.seq_lens.size());
@@ -321,7 +346,7 @@ int index_of(const std::vector<std::string>& values, const std::string& v) {
 std::string_view suite_axis_name(SuiteAxis axis) {
   static constexpr std::array<std::string_view, kSuiteAxes> names = {
       "q_dtype", "kv_dtype", "layout", "table", "block_size", "head_dim", "gqa",
-      "window",  "softcap",  "profile", "lengths", "mode", "causal"};
+      "window",  "softcap",  "profile", "lengths", "mode", "causal", "sinks", "alibi"};
   return names[axis_index(axis)];
 }
 
@@ -337,29 +362,68 @@ const std::vector<SuiteTarget>& suite_targets() {
   static const std::vector<SuiteTarget> targets = [] {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
-    // also cover pairs of the wider targets.
+    // also cover pairs of the wider targets. The built-in families take the
+    // features that issue 23 added (sinks, ALiBi, head dims 32/80/96/112/120)
+    // only once their kernels do
+    // (features.hpp); the "kernel" family, last, takes every value.
+    const auto builtin = [](SuiteTarget target) {
+      // The head dims the built-in kernels are built for (the others are n/a
+      // there: "head_dim 96/96 is not built").
+      auto& dims = target.allowed[axis_index(SuiteAxis::HeadDim)];
+      dims.erase(std::remove_if(dims.begin(), dims.end(), [](int v) { return v > value::kHead192; }), dims.end());
+      target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
+      target.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
+      return target;
+    };
     {
       auto fmha = make_target("fmha", {"fmha"},
                               "gather + FMHA: BF16 K/V, head dim 128 (the wgmma kernel on compute capability 9.0)");
       fmha.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kBf16};
       fmha.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
-      t.push_back(std::move(fmha));
+      t.push_back(builtin(std::move(fmha)));
     }
     {
       auto wgmma = make_target("prefill-wgmma", {"prefill"},
                                "the prefill path's wgmma kernel (compute capability 9.0): head dim 128, 16-bit or fp8 K/V");
       wgmma.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kF16, value::kBf16, value::kE4m3, value::kE5m2};
       wgmma.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
-      t.push_back(std::move(wgmma));
+      t.push_back(builtin(std::move(wgmma)));
     }
     {
       auto decode = make_target("decode", {"direct", "split", "auto"}, "one query token per sequence");
       decode.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode};
-      t.push_back(std::move(decode));
+      t.push_back(builtin(std::move(decode)));
     }
-    t.push_back(make_target("prefill", {"prefill"},
-                            "every case (the portable mma.sync kernel; on compute capability 9.0 it runs F32 K/V and "
-                            "head dims other than 128)"));
+    t.push_back(builtin(make_target("prefill", {"prefill"},
+                                    "every case of the built-in features (the portable mma.sync kernel; on compute "
+                                    "capability 9.0 it runs F32 K/V and head dims other than 128)")));
+    {
+      auto kernel = make_target("kernel", {},
+                                "every value of every axis but MLA's (the mla family's): the reference, and a --kernel "
+                                "library that declares every feature (the built-in paths report attention sinks, ALiBi "
+                                "and head dims they do not build n/a)");
+      auto& dims = kernel.allowed[axis_index(SuiteAxis::HeadDim)];
+      dims.erase(std::remove(dims.begin(), dims.end(), value::kHeadMla), dims.end());
+      t.push_back(std::move(kernel));
+    }
+    {
+      // Latent (MLA) caches as DeepSeek's models serve them: one KV head, NHD,
+      // decode and chunked/mixed batches, causal, none of the other logit
+      // features.
+      auto mla = make_target("mla", {},
+                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference, and a "
+                             "--kernel library that declares PAGECHECK_FEATURE_LATENT");
+      mla.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHeadMla};
+      mla.allowed[axis_index(SuiteAxis::Gqa)] = {value::kMqa};
+      mla.allowed[axis_index(SuiteAxis::Layout)] = {value::kNhd};
+      mla.allowed[axis_index(SuiteAxis::Window)] = {value::kWindowNone};
+      mla.allowed[axis_index(SuiteAxis::Softcap)] = {0};
+      mla.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
+      mla.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
+      mla.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode, value::kChunked, value::kMixed};
+      mla.allowed[axis_index(SuiteAxis::Causal)] = {value::kCausal};
+      t.push_back(std::move(mla));
+    }
     return t;
   }();
   return targets;
@@ -453,6 +517,8 @@ SuiteRow suite_row_of(const Case& c, const SuiteRow& labelled) {
   set(SuiteAxis::Window, window == 0 ? "none" : (window == edge_window(labelled) ? "edge" : "small"));
   set(SuiteAxis::Softcap, c.params.softcap > 0 ? "on" : "none");
   set(SuiteAxis::Causal, c.params.causal ? "causal" : "non-causal");
+  set(SuiteAxis::Sinks, c.has_sinks() ? "on" : "none");
+  set(SuiteAxis::Alibi, c.has_alibi() ? "on" : "none");
   return row;
 }
 

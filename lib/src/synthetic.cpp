@@ -101,7 +101,7 @@ std::uint64_t splitmix64(std::uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-enum class Stream : std::uint64_t { Page = 1, Query = 2, StaleKey = 3, StaleValue = 4 };
+enum class Stream : std::uint64_t { Page = 1, Query = 2, StaleKey = 3, StaleValue = 4, Sinks = 5 };
 std::uint64_t stream_seed(std::uint64_t seed, Stream stream, std::int64_t index) {
   return splitmix64(splitmix64(seed ^ (static_cast<std::uint64_t>(stream) << 56)) + static_cast<std::uint64_t>(index));
 }
@@ -260,6 +260,11 @@ constexpr int kOutlierChannels = 4;
 constexpr double kOutlierMagnitude = 15.0;
 constexpr double kSinkLogit = 10.0;
 constexpr double kQueryAlignment = 0.5;  // share of the sink direction in each query
+// Attention-sink logits (SyntheticSpec::sinks), uniform in [kSinkLow,
+// kSinkHigh] for the Gaussian profile (the other profiles shift and scale
+// it): next to rows of N(0, 1) logits, exp(6) outweighs a row of a few
+// hundred keys and exp(-2) is a small share of a single key.
+constexpr double kSinkLow = -2.0, kSinkHigh = 6.0;
 
 // Largest cache or query tensor the generator makes (16 GiB).
 constexpr std::int64_t kMaxTensorBytes = std::int64_t{16} << 30;
@@ -303,6 +308,16 @@ Status check_spec(const SyntheticSpec& spec) {
     return bad(fmt::format("scale {} must be finite and positive", *spec.scale));
   if (!(spec.k_scale > 0) || !(spec.v_scale > 0) || !std::isfinite(spec.k_scale) || !std::isfinite(spec.v_scale))
     return bad(fmt::format("k_scale {} and v_scale {} must be finite and positive", spec.k_scale, spec.v_scale));
+  if (spec.latent) {
+    if (spec.kv_heads != 1) return bad(fmt::format("a latent (MLA) cache has one KV head, not {}", spec.kv_heads));
+    if (spec.v_head_dim < 1 || spec.v_head_dim > spec.head_dim)
+      return bad(fmt::format("a latent (MLA) cache needs v_head_dim (the latent's width, kv_lora_rank) in 1..head_dim "
+                             "{}, got {}",
+                             spec.head_dim, spec.v_head_dim));
+    if (spec.layout != KvLayout::NHD) return bad("a latent (MLA) cache is NHD (one KV head)");
+    if (!spec.scale)
+      return bad("a latent (MLA) case needs an explicit scale (1/sqrt of the query-key head dim before absorption)");
+  }
   return {};
 }
 
@@ -528,6 +543,7 @@ struct CacheFiller {
   DType kv_dtype = DType::BF16;
   bool poison_unused = true;
   bool sink_profile = false;
+  bool latent = false;  // MLA: only keys; the values are their first dv columns (a copy when asked for)
   double k_scale = 1.0;
   std::int64_t kv_heads = 0, dk = 0, dv = 0;
   CacheStrides key_strides{}, value_strides{};
@@ -545,12 +561,19 @@ struct CacheFiller {
 
   // Blocks [begin, end) into key (key_block_bytes() each) and value. With
   // `already_nan` the destination reads NaN already (the copy-on-write pool)
-  // and only the used slots are written.
+  // and only the used slots are written. A latent filler writes the keys and
+  // copies them to `value` unless it is null.
   void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value, bool already_nan) const {
     std::vector<float> row;
     for (std::int64_t b = begin; b < end; ++b) {
       std::byte* const key_block = key + (b - begin) * key_block_bytes();
-      std::byte* const value_block = value + (b - begin) * value_block_bytes();
+      std::byte* const value_block = value == nullptr ? nullptr : value + (b - begin) * value_block_bytes();
+      if (latent) {
+        if (!already_nan) poison_block(b, key_block, nullptr, row);
+        if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], key_block, nullptr, row);
+        if (value_block != nullptr) std::memcpy(value_block, key_block, static_cast<std::size_t>(key_block_bytes()));
+        continue;
+      }
       if (!already_nan) poison_block(b, key_block, value_block, row);
       if (logical_of_block[b] >= 0) fill_page(logical_of_block[b], key_block, value_block, row);
     }
@@ -561,6 +584,7 @@ struct CacheFiller {
     for (const bool is_key : {true, false}) {
       const std::int64_t per_block = is_key ? key_strides.block : value_strides.block;
       std::byte* const data = is_key ? key : value;
+      if (data == nullptr) continue;  // a latent cache's values are its keys
       if (poison_unused) {
         fill_nan(kv_dtype, data, 0, per_block);
         continue;
@@ -585,6 +609,7 @@ struct CacheFiller {
           for (std::int64_t d = 0; d < dk; ++d)
             row[d] = static_cast<float>(stored_value(sink_amplitude * sink_direction[h][d], k_scale));
         store(key, slot * key_strides.slot + h * key_strides.head, row.data(), dk);
+        if (latent) continue;  // V is the key row's first dv columns
         page_rng.normals(row.data(), dv, [v_factor](std::int64_t) { return v_factor; });
         store(value, slot * value_strides.slot + h * value_strides.head, row.data(), dv);
       }
@@ -605,6 +630,16 @@ Expected<std::int64_t> checked_bytes(std::initializer_list<std::int64_t> dims, D
 }  // namespace
 
 Status check_synthetic_spec(const SyntheticSpec& spec) { return check_spec(spec); }
+
+std::vector<float> alibi_slopes(std::int64_t heads) {
+  std::int64_t n = 1;
+  while (n * 2 <= heads) n *= 2;
+  std::vector<float> slopes;
+  for (std::int64_t i = 1; i <= n; ++i) slopes.push_back(static_cast<float>(std::exp2(-8.0 * i / n)));
+  for (std::int64_t i = 1; static_cast<std::int64_t>(slopes.size()) < heads; ++i)
+    slopes.push_back(static_cast<float>(std::exp2(-4.0 * (2 * i - 1) / n)));
+  return slopes;
+}
 
 std::vector<std::int64_t> boundary_lengths(std::int64_t block_size, std::int64_t min, std::int64_t max) {
   const std::int64_t p = kDefaultPartitionTokens, b = block_size;
@@ -689,6 +724,9 @@ std::map<std::string, std::string> spec_metadata(const SyntheticSpec& spec) {
   if (spec.scale) settings["scale"] = *spec.scale;
   settings["k_scale"] = spec.k_scale;
   settings["v_scale"] = spec.v_scale;
+  if (spec.sinks) settings["sinks"] = true;
+  if (spec.alibi) settings["alibi"] = true;
+  if (spec.latent) settings["latent"] = true;
   settings["profile"] = value_profile_name(spec.profile);
   settings["share_pages"] = spec.share_pages;
   settings["poison_unused"] = spec.poison_unused;
@@ -834,6 +872,20 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   c.params.v_scale = spec.v_scale;
   c.params.description = spec.description;
   c.params.extra_metadata = spec_metadata(spec);
+  if (spec.sinks) {
+    // Their own engine: the draws above and below do not move. Sized to the
+    // profile's logits, so that a dropped sink shows in every profile: the
+    // LLM-like rows hold a sink token kSinkLogit above the rest, the
+    // large-logits rows logits of about kLargeLogitMagnitude^2.
+    Random sink_rng(stream_seed(spec.seed, Stream::Sinks, 0));
+    const double offset = spec.profile == ValueProfile::LlmLike ? kSinkLogit : 0.0;
+    const double size = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude * kLargeLogitMagnitude : 1.0;
+    for (std::int64_t h = 0; h < q_heads; ++h) {
+      const double unit = kSinkLow + (kSinkHigh - kSinkLow) * (sink_rng.symmetric() + 1.0) / 2.0;
+      c.sinks.push_back(static_cast<float>(offset + size * unit));
+    }
+  }
+  if (spec.alibi) c.alibi_slopes = alibi_slopes(q_heads);
   const double scale = spec.scale.value_or(1.0 / std::sqrt(static_cast<double>(dk)));
 
   // 6. Profile directions: per KV head, the LLM-like sink direction
@@ -864,12 +916,13 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   f.kv_dtype = spec.kv_dtype;
   f.poison_unused = spec.poison_unused;
   f.sink_profile = spec.profile == ValueProfile::LlmLike;
+  f.latent = spec.latent;
   f.k_scale = spec.k_scale;
   f.kv_heads = kv_heads;
   f.dk = dk;
   f.dv = dv;
   f.key_strides = cache_strides(spec.layout, block_size, kv_heads, dk);
-  f.value_strides = cache_strides(spec.layout, block_size, kv_heads, dv);
+  f.value_strides = spec.latent ? f.key_strides : cache_strides(spec.layout, block_size, kv_heads, dv);
   f.page_used_slots = page_used_slots;
   f.logical_of_block.assign(static_cast<std::size_t>(num_blocks), -1);
   for (std::int64_t p = 0; p < pages_needed; ++p) f.logical_of_block[pool[p]] = p;
@@ -886,7 +939,8 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   f.sink_amplitude = sink_amplitude;
   f.store = RowStore(spec.kv_dtype);
   c.key_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dk));
-  c.value_cache = unfilled_tensor(spec.kv_dtype, cache_shape(dv));
+  c.value_cache = spec.latent ? c.key_cache : unfilled_tensor(spec.kv_dtype, cache_shape(dv));
+  if (spec.latent) c.params.kv_lora_rank = dv;
 
   // 8. Queries [num_tokens, q_heads, dk], each token with its own engine.
   c.query = uninitialised_tensor(spec.query_dtype, {num_tokens, q_heads, dk});
@@ -919,26 +973,28 @@ Expected<Case> generate_case(const SyntheticSpec& spec) {
   // used slots are written (and cost memory); else every byte is written
   // once, block by block.
   bool poisoned = false;  // the caches already read NaN everywhere
+  const bool latent = spec.latent;  // one tensor: value_cache is key_cache
   if (spec.poison_unused) {
     auto key = nan_pool_tensor(c.key_cache.dtype, c.key_cache.shape);
-    auto value = key ? nan_pool_tensor(c.value_cache.dtype, c.value_cache.shape) : std::nullopt;
-    if (key && value) {
+    auto value = key && !latent ? nan_pool_tensor(c.value_cache.dtype, c.value_cache.shape) : std::nullopt;
+    if (key && (value || latent)) {
       c.key_cache = std::move(*key);
-      c.value_cache = std::move(*value);
+      c.value_cache = latent ? c.key_cache : std::move(*value);
       poisoned = true;
     }
   }
   if (!poisoned) {
     c.key_cache = uninitialised_tensor(c.key_cache.dtype, c.key_cache.shape);
-    c.value_cache = uninitialised_tensor(c.value_cache.dtype, c.value_cache.shape);
+    c.value_cache = latent ? c.key_cache : uninitialised_tensor(c.value_cache.dtype, c.value_cache.shape);
   }
   std::byte* const key = c.key_cache.mutable_data();
-  std::byte* const value = c.value_cache.mutable_data();
+  std::byte* const value = latent ? nullptr : c.value_cache.mutable_data();
   const std::int64_t key_block = filler.key_block_bytes(), value_block = filler.value_block_bytes();
   const std::int64_t block_bytes = std::max<std::int64_t>(1, key_block + value_block);
   parallel_for(c.num_blocks(), std::max<std::int64_t>(1, (std::int64_t{1} << 19) / block_bytes),
                [&](std::int64_t begin, std::int64_t end) {
-                 filler.fill_blocks(begin, end, key + begin * key_block, value + begin * value_block, poisoned);
+                 filler.fill_blocks(begin, end, key + begin * key_block,
+                                    value == nullptr ? nullptr : value + begin * value_block, poisoned);
                });
   return c;
 }
@@ -985,6 +1041,14 @@ SyntheticSpec model(std::string name, std::uint64_t seed, std::int64_t q_heads, 
   return spec;
 }
 
+// Decode sequences next to chunks of q_min..q_max new tokens.
+void mixed_queries(SyntheticSpec& spec, std::int64_t q_min, std::int64_t q_max) {
+  spec.query_mode = QueryMode::Mixed;
+  spec.q_len_dist = LengthDist::Uniform;
+  spec.q_len_min = q_min;
+  spec.q_len_max = q_max;
+}
+
 void uniform_lengths(SyntheticSpec& spec, std::int64_t seqs, std::int64_t min, std::int64_t max) {
   spec.num_seqs = seqs;
   spec.seq_len_dist = LengthDist::Uniform;
@@ -1026,10 +1090,7 @@ std::vector<SyntheticSpec> all_presets() {
                    "Mistral-7B: sliding window 4096 over contexts longer than the window, mixed batch");
     uniform_lengths(s, 3, 4097, 4500);
     s.sliding_window = 4096;
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 16;
-    s.q_len_max = 64;
+    mixed_queries(s, 16, 64);
     out.push_back(s);
   }
   {
@@ -1046,15 +1107,49 @@ std::vector<SyntheticSpec> all_presets() {
     auto s = model("deepseek-192-128", 1920, 16, 16, 192, "DeepSeek-like head: K 192, V 128, 16/16 heads, mixed");
     s.v_head_dim = 128;
     uniform_lengths(s, 4, 64, 768);
-    s.query_mode = QueryMode::Mixed;
-    s.q_len_dist = LengthDist::Uniform;
-    s.q_len_min = 2;
-    s.q_len_max = 32;
+    mixed_queries(s, 2, 32);
+    out.push_back(s);
+  }
+  {
+    // DeepSeek-V3/R1 decode over its latent cache as FlashMLA and vLLM hold
+    // it: 128 query heads over one latent head, rows of 512 latent + 64 rope
+    // columns (V: the latent), block 64. The scale is vLLM's for the model:
+    // 1/sqrt(192) (the 128 + 64 query-key head before absorption) times
+    // YaRN's mscale^2, mscale = 0.1 * ln(40) + 1 (rope factor 40).
+    auto s = model("deepseek-v3", 3001, 128, 1, 576,
+                   "DeepSeek-V3 MLA: 128 query heads over a 576/512 latent cache, block 64, mixed batch");
+    s.v_head_dim = 512;
+    s.latent = true;
+    s.block_size = 64;
+    const double mscale = 0.1 * std::log(40.0) + 1.0;
+    s.scale = mscale * mscale / std::sqrt(192.0);
+    uniform_lengths(s, 4, 200, 2048);
+    mixed_queries(s, 2, 16);
+    out.push_back(s);
+  }
+  {
+    // Head dim 96: FlashAttention builds it, the built-in paths do not (n/a).
+    auto s = model("phi3-mini", 9601, 32, 32, 96, "Phi-3-mini: 32/32 heads, d96, mixed batch");
+    uniform_lengths(s, 4, 64, 1024);
+    mixed_queries(s, 2, 32);
     out.push_back(s);
   }
   {
     auto s = model("mqa", 1601, 16, 1, 128, "Multi-query attention: 16 query heads over one KV head");
     uniform_lengths(s, 8, 1, 2048);
+    out.push_back(s);
+  }
+  // gpt-oss-20b alternates sliding-window (128 keys) and full-attention
+  // layers, every one with a learned sink per head: one case of each layer
+  // kind (the group "gpt-oss-20b" is both).
+  for (const bool window : {true, false}) {
+    auto s = model(window ? "gpt-oss-20b-window" : "gpt-oss-20b-full", window ? 2001 : 2002, 64, 8, 64,
+                   window ? "gpt-oss-20b sliding-window layer: 64/8 heads, d64, sinks, window 128, mixed batch"
+                          : "gpt-oss-20b full-attention layer: 64/8 heads, d64, sinks, mixed batch");
+    uniform_lengths(s, 4, window ? 100 : 64, window ? 1200 : 2048);
+    if (window) s.sliding_window = 128;
+    s.sinks = true;
+    mixed_queries(s, 2, 64);
     out.push_back(s);
   }
   {
@@ -1080,6 +1175,34 @@ Expected<SyntheticSpec> preset(const std::string& name) {
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   return usage_error(fmt::format("unknown preset '{}'; known: {}", name, known), "preset");
+}
+
+const std::vector<PresetGroup>& preset_groups() {
+  static const std::vector<PresetGroup> groups = {
+      {"gpt-oss-20b", {"gpt-oss-20b-window", "gpt-oss-20b-full"}, "gpt-oss-20b: its window layer and its full layer"},
+  };
+  return groups;
+}
+
+Expected<std::vector<SyntheticSpec>> preset_cases(const std::string& name) {
+  for (const auto& group : preset_groups()) {
+    if (group.name != name) continue;
+    std::vector<SyntheticSpec> specs;
+    for (const auto& member : group.members) {
+      auto spec = preset(member);
+      if (!spec) return spec.error();
+      specs.push_back(std::move(*spec));
+    }
+    return specs;
+  }
+  auto spec = preset(name);
+  if (!spec) {
+    std::string known;
+    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& group : preset_groups()) known += ", " + group.name;
+    return usage_error(fmt::format("unknown preset '{}'; known: {}", name, known), "preset");
+  }
+  return std::vector<SyntheticSpec>{std::move(*spec)};
 }
 
 // The default suite lives in suite.cpp.

@@ -203,6 +203,23 @@ bool check_structure(const Case& c, Findings& errors, bool caches_may_be_unfille
   return errors.total() == before;
 }
 
+// A per-query-head vector of the case (sinks, alibi_slopes): empty, or [q_heads] finite
+// values.
+void check_per_head(const Case& c, const std::vector<float>& values, const char* name, const char* what,
+                    Findings& errors) {
+  if (values.empty()) return;
+  if (static_cast<std::int64_t>(values.size()) != c.q_heads()) {
+    errors.add("parameter", [&] {
+      return fmt::format("{} has {} entries but must be [q_heads] = [{}]: one {} per query head", name, values.size(),
+                         c.q_heads(), what);
+    });
+    return;
+  }
+  for (std::size_t h = 0; h < values.size(); ++h)
+    if (!std::isfinite(values[h]))
+      errors.add("parameter", [&, h] { return fmt::format("{}[{}] = {} must be finite", name, h, values[h]); });
+}
+
 // Pass 2.
 void check_geometry_and_params(const Case& c, Findings& errors) {
   if (c.num_seqs() < 1) errors.add("geometry", [] { return std::string("the case has no sequences"); });
@@ -233,6 +250,27 @@ void check_geometry_and_params(const Case& c, Findings& errors) {
     errors.add("parameter", [&] { return fmt::format("k_scale = {} must be a finite number > 0", p.k_scale); });
   if (!(std::isfinite(p.v_scale) && p.v_scale > 0))
     errors.add("parameter", [&] { return fmt::format("v_scale = {} must be a finite number > 0", p.v_scale); });
+  check_per_head(c, c.sinks, "sinks", "sink logit", errors);
+  check_per_head(c, c.alibi_slopes, "alibi_slopes", "ALiBi slope", errors);
+  if (c.has_latent()) {
+    // MLA: one KV head whose rows are the latent (V) and the rope part.
+    if (c.kv_heads() != 1 || c.params.layout != KvLayout::NHD || c.value_cache.data != c.key_cache.data)
+      errors.add("geometry", [&] {
+        return fmt::format("a latent (MLA) cache has one KV head in NHD with V inside K; key_cache is {} ({})",
+                           c.key_cache.describe(), c.params.layout == KvLayout::NHD ? "NHD" : "HND");
+      });
+    if (*p.kv_lora_rank < 1 || *p.kv_lora_rank > c.key_head_dim())
+      errors.add("geometry", [&] {
+        return fmt::format("kv_lora_rank {} must be in 1..{} (the latent cache's row width)", *p.kv_lora_rank,
+                           c.key_head_dim());
+      });
+    if (!p.scale)
+      errors.add("parameter", [] {
+        return std::string("a latent (MLA) case needs an explicit scale (metadata 'scale'): MLA's is 1/sqrt of the "
+                           "query-key head dim before absorption (DeepSeek-V3: 1/sqrt(192), times YaRN's mscale^2), "
+                           "never 1/sqrt of the latent row's width");
+      });
+  }
 }
 
 // Pass 3.

@@ -4,8 +4,11 @@
 //   1. gather K [L, dk] and V [L, dv] of the sequence through the block table,
 //      dequantised (stored x means x * k_scale / v_scale);
 //   2. for each tile of query tokens, stack the group's query heads as rows;
-//   3. S = Q K^T * scale, capped, masked (key_visible), softmax with the row
-//      maximum subtracted, O = P V, LSE = log of the normaliser.
+//   3. S = Q K^T * scale, capped, ALiBi's slope * (key position - query
+//      position) added, masked (key_visible), softmax with the row
+//      maximum subtracted (a sink logit, when the case has sinks, counts in
+//      the maximum and the normaliser only), O = P V, LSE = log of the
+//      normaliser.
 // It never reads a slot past seq_len or a page the table does not name: those
 // hold NaN in synthetic cases.
 //
@@ -119,6 +122,11 @@ Status check_geometry(const Case& c) {
   if (c.value_cache.dim(0) != c.num_blocks() || c.value_cache.dim(1) != c.key_cache.dim(1) ||
       c.value_cache.dim(2) != c.key_cache.dim(2))
     return invalid_input("key_cache and value_cache disagree on blocks, slots or heads", where);
+  if (c.has_sinks() && static_cast<std::int64_t>(c.sinks.size()) != q_heads)
+    return invalid_input(fmt::format("sinks has {} entries, expected q_heads = {}", c.sinks.size(), q_heads), where);
+  if (c.has_alibi() && static_cast<std::int64_t>(c.alibi_slopes.size()) != q_heads)
+    return invalid_input(fmt::format("alibi_slopes has {} entries, expected q_heads = {}", c.alibi_slopes.size(), q_heads),
+                         where);
   const auto num_seqs = c.num_seqs();
   if (static_cast<std::int64_t>(c.query_start_loc.size()) != num_seqs + 1)
     return invalid_input(fmt::format("query_start_loc has {} entries, expected num_seqs + 1 = {}",
@@ -173,13 +181,17 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
   const auto value_bytes = static_cast<const std::byte*>(kv.value_data);
   constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-  // 1. Gather K and V of the sequence through the table.
-  MatrixMap K = Workspace::view(ws.key, seq_len, dk);    // [L, dk]
-  MatrixMap V = Workspace::view(ws.value, seq_len, dv);  // [L, dv]
+  // 1. Gather K and V of the sequence through the table. A latent (MLA)
+  // cache's V is the first dv columns of K: gathered once, shared by every
+  // query head (one KV head: the group is all of them), never copied.
+  const bool latent = c.has_latent();
+  MatrixMap K = Workspace::view(ws.key, seq_len, dk);                // [L, dk]
+  MatrixMap V = Workspace::view(ws.value, latent ? 0 : seq_len, dv);  // [L, dv]; latent: K's first dv columns
   for (std::int64_t j = 0; j < seq_len; ++j) {
     load_row(c.key_cache.dtype, key_bytes, kv.key_offset(seq, j, kv_head), dk, c.params.k_scale, K.row(j).data());
-    load_row(c.value_cache.dtype, value_bytes, kv.value_offset(seq, j, kv_head), dv, c.params.v_scale,
-             V.row(j).data());
+    if (!latent)
+      load_row(c.value_cache.dtype, value_bytes, kv.value_offset(seq, j, kv_head), dv, c.params.v_scale,
+               V.row(j).data());
   }
 
   for (std::int64_t tile_start = 0; tile_start < q_len; tile_start += kTokensPerTile) {
@@ -200,26 +212,40 @@ void attend_sequence_head(const Case& c, const PagedKvView& kv, std::int64_t seq
       load_row(c.query.dtype, c.query.data, (token * q_heads + head) * dk, dk, 1.0, Q.row(r).data());
     }
 
-    // 3. Logits, cap, mask.
+    // 3. Logits, cap, ALiBi bias slope * (key position - query position), mask.
     MatrixMap S = Workspace::view(ws.logits, rows, keys);  // [rows, keys]
     S.noalias() = Q * K.middleRows(key_begin, keys).transpose();
     S *= scale;
     if (softcap > 0) S = (S.array() / softcap).tanh().matrix() * softcap;
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t pos = position(tile_start + r / group);
-      for (std::int64_t k = 0; k < keys; ++k)
+      const double slope = c.has_alibi() ? c.alibi_slopes[static_cast<std::size_t>(kv_head * group + r % group)] : 0.0;
+      for (std::int64_t k = 0; k < keys; ++k) {
+        if (slope != 0.0) S(r, k) += slope * static_cast<double>(key_begin + k - pos);
         if (!key_visible(key_begin + k, pos, c.params.causal, c.params.sliding_window)) S(r, k) = kMinusInf;
+      }
     }
 
-    // 4. Softmax with the row maximum subtracted; O = P V; LSE.
+    // 4. Softmax with the row maximum subtracted; O = P V; LSE. A sink logit
+    // joins the row's maximum and its normaliser (exp(sink - max)), never P V.
     Vector row_max = keys > 0 ? Vector(S.rowwise().maxCoeff()) : Vector::Constant(rows, kMinusInf);  // [rows]
+    Vector sink = Vector::Constant(rows, kMinusInf);                   // [rows]: the row's head's sink logit
+    if (c.has_sinks())
+      for (std::int64_t r = 0; r < rows; ++r) sink(r) = c.sinks[static_cast<std::size_t>(kv_head * group + r % group)];
+    row_max = row_max.cwiseMax(sink);
     for (std::int64_t r = 0; r < rows; ++r)
-      if (row_max(r) == kMinusInf) row_max(r) = 0;  // a row with no visible key: P = 0 below
+      if (row_max(r) == kMinusInf) row_max(r) = 0;  // a row with no visible key and no sink: P = 0 below
     MatrixMap& P = S;                                                  // [rows, keys], overwrites S
     P = (S.colwise() - row_max).array().exp().matrix();                // exp(-inf) = 0 for masked keys
-    const Vector normaliser = P.rowwise().sum();                       // [rows]
+    const Vector normaliser = P.rowwise().sum() + (sink - row_max).array().exp().matrix();  // [rows]
     MatrixMap O = Workspace::view(ws.output, rows, dv);                // [rows, dv], unnormalised
-    O.noalias() = P * V.middleRows(key_begin, keys);
+    if (latent) {
+      // The stored latent x is x * k_scale in K and x * v_scale in V.
+      O.noalias() = P * K.block(key_begin, 0, keys, dv);
+      O *= c.params.v_scale / c.params.k_scale;
+    } else {
+      O.noalias() = P * V.middleRows(key_begin, keys);
+    }
 
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t token = first_token + tile_start + r / group, head = kv_head * group + r % group;
@@ -338,7 +364,8 @@ Status attend_sourced(const Case& c, const PagedKvView& kv, std::vector<Workspac
     const auto fill_start = std::chrono::steady_clock::now();
     PC_TRY(attend_items(pages, workspaces, [&](std::int64_t i, Workspace&) {
       const std::int64_t page = physical[static_cast<std::size_t>(i)];
-      fill_cache_blocks(c, page, page + 1, key + i * key_block, value + i * value_block);
+      // A latent cache's values are its keys (the reference reads only those).
+      fill_cache_blocks(c, page, page + 1, key + i * key_block, c.has_latent() ? nullptr : value + i * value_block);
     }));
     result.cache_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - fill_start).count();
     // 3. The batch's items over the compact pages.

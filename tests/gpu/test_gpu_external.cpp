@@ -267,7 +267,7 @@ TEST_CASE("external plan step: plan-owned workspace kept between plan and launch
   CHECK(o.run.unwritten == 0);
   CHECK(o.output.mismatches == 0);
   CHECK(o.lse.mismatches == 0);
-  CHECK(o.run.notes.at("abi") == "1.1");
+  CHECK(o.run.notes.at("abi") == "1.2");  // built against this tree's header
   // 8 bytes of plan number, int64 [7] page offsets, int32 [6] lengths, int32 [7] query offsets, to 16 bytes.
   CHECK(o.run.notes.at("plan_workspace_bytes") == "128");
   CHECK(o.run.notes.at("host_staging_bytes") == "128");
@@ -356,6 +356,31 @@ TEST_CASE("external: a library built against ABI 1.0 loads and runs without a pl
   const Outcome o = run_path(*c, "ext:simple_decode_abi1_0");
   CHECK(o.run.notes.at("abi") == "1.0");
   CHECK(o.run.notes.count("plan_workspace_bytes") == 0);
+}
+
+// ABI 1.2's features (external.h, "FEATURES OF ABI 1.2") never reach a library
+// of an older minor, nor an entry that does not declare them, loaded for real.
+TEST_CASE("external: sinks, ALiBi and latent cases are n/a for an ABI 1.0 library and for undeclared entries") {
+  auto s = decode_spec("ext-features", 1801);
+  s.seq_len_list = {17, 300};
+  s.num_seqs = 2;
+  auto sinks_spec = s;
+  sinks_spec.sinks = true;
+  auto alibi_spec = s;
+  alibi_spec.alibi = true;
+  auto latent_spec = s;
+  latent_spec.latent = true, latent_spec.kv_heads = 1, latent_spec.q_heads = 16;
+  latent_spec.head_dim = 576, latent_spec.v_head_dim = 512, latent_spec.scale = 0.07;
+  for (const auto* spec : {&sinks_spec, &alibi_spec, &latent_spec}) {
+    auto c = generate_case(*spec);
+    REQUIRE(c.ok());
+    const Applicability old = external_registry().find("ext:simple_decode_abi1_0")->applies(*c);
+    CHECK_FALSE(old.applies);
+    CHECK_MESSAGE(old.reason.find("ABI 1.0") != std::string::npos, old.reason);
+    const Applicability current = external_registry().find("ext:simple_decode")->applies(*c);
+    CHECK_FALSE(current.applies);
+    CHECK_MESSAGE(current.reason.find("PAGECHECK_FEATURE_") != std::string::npos, current.reason);
+  }
 }
 
 // FlashInfer's paged kernels through the adapter (examples/external/flashinfer),

@@ -31,6 +31,10 @@ enum class CacheForm : std::uint8_t {
   FlashInferPaged,  // paged_kv_cache [num_pages, 2, ...] NHD or HND: copied apart at read time
   VllmClassic,      // key_cache [num_blocks, kv_heads, head_dim/x, block_size, x] + value_cache
                     // [num_blocks, kv_heads, head_dim, block_size]: copied to HND at read time
+  VllmLatent,       // MLA: kv_c_and_k_pe_cache [num_blocks, block_size, head_dim] (or FlashMLA's
+                    // [.., 1, head_dim]): viewed in place as key_cache [num_blocks, block_size, 1, head_dim]
+  FlashInferLatent, // MLA: ckv_cache [num_pages, page_size, kv_lora_rank] + kpe_cache
+                    // [num_pages, page_size, rope_dim]: copied into one latent cache at read time
 };
 
 // "key_cache + value_cache", "kv_cache (vLLM)", "paged_kv_cache (FlashInfer)",
@@ -39,7 +43,7 @@ const char* cache_form_name(CacheForm form);
 // True for the forms whose K and V the reader copies into memory of the case
 // (FlashInferPaged, VllmClassic): memory that estimate_memory counts.
 inline bool cache_form_copies(CacheForm form) {
-  return form == CacheForm::FlashInferPaged || form == CacheForm::VllmClassic;
+  return form == CacheForm::FlashInferPaged || form == CacheForm::VllmClassic || form == CacheForm::FlashInferLatent;
 }
 
 struct CaseParams {
@@ -53,6 +57,12 @@ struct CaseParams {
   // The block size the table was built for, when the recording runtime says
   // (__metadata__ "block_size"); validation checks it equals the cache's.
   std::optional<std::int64_t> table_block_size;
+  // Set: the case's cache is a latent (MLA) cache (__metadata__
+  // "kv_lora_rank", vLLM's name): one KV head whose rows hold the latent (the
+  // first kv_lora_rank columns, which are also V) and the rope part; V is a
+  // column prefix of K, so v_head_dim = kv_lora_rank and value_cache is the
+  // key_cache tensor itself (docs/case-format.md, "Latent (MLA) caches").
+  std::optional<std::int64_t> kv_lora_rank;
   std::string description;
   // Everything else found in / to be written to __metadata__ (seed, generator
   // settings, tool version). Known keys above are not duplicated here.
@@ -81,8 +91,8 @@ class CacheSource {
   virtual ~CacheSource() = default;
   // Physical blocks [begin, end) of key_cache and value_cache into `key` and
   // `value`, which hold (end - begin) blocks each at the caches' block
-  // strides: the bytes the held caches would have there. Safe to call from
-  // several threads at once.
+  // strides: the bytes the held caches would have there; `value` may be null
+  // (only the keys). Safe to call from several threads at once.
   virtual void fill_blocks(std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value) const = 0;
 };
 
@@ -103,6 +113,14 @@ struct Case {
   // data, and their bytes come from here (read them with fill_cache_blocks).
   std::shared_ptr<const CacheSource> cache_source;
 
+  // Attention sinks (gpt-oss): one logit per query head, [q_heads]; empty:
+  // none. Each softmax denominator gains exp(sink - max), the LSE includes
+  // it, nothing else changes (docs/case-format.md, "Attention sinks").
+  std::vector<float> sinks;
+  // ALiBi (BLOOM, MPT): one slope per query head, [q_heads]; empty: none.
+  // Logit += slope * (key position - query position), absolute positions.
+  std::vector<float> alibi_slopes;
+
   std::optional<Tensor> recorded_output;  // [num_tokens, q_heads, v_head_dim]
   std::optional<Tensor> recorded_lse;     // [num_tokens, q_heads] F32
 
@@ -115,11 +133,14 @@ struct Case {
   std::int64_t block_size() const { return key_cache.dim(params.layout == KvLayout::NHD ? 1 : 2); }
   std::int64_t kv_heads() const { return key_cache.dim(params.layout == KvLayout::NHD ? 2 : 1); }
   std::int64_t key_head_dim() const { return key_cache.dim(3); }
-  std::int64_t v_head_dim() const { return value_cache.dim(3); }
+  std::int64_t v_head_dim() const { return params.kv_lora_rank ? *params.kv_lora_rank : value_cache.dim(3); }
+  bool has_latent() const { return params.kv_lora_rank.has_value(); }
   std::int64_t q_len(std::int64_t seq) const { return query_start_loc[seq + 1] - query_start_loc[seq]; }
   std::int64_t max_seq_len() const;
   std::int64_t max_q_len() const;
   bool is_decode() const { return max_q_len() == 1; }
+  bool has_sinks() const { return !sinks.empty(); }
+  bool has_alibi() const { return !alibi_slopes.empty(); }
   double scale() const { return params.effective_scale(head_dim()); }
 
   // False when the caches come from cache_source rather than memory.
@@ -136,6 +157,8 @@ struct Case {
 
 // Physical blocks [begin, end) of the case's caches into `key` and `value`
 // ((end - begin) blocks each): copied from memory, or made by cache_source.
+// `value` may be null: only the keys (a latent cache's value_cache is the
+// key_cache).
 void fill_cache_blocks(const Case& c, std::int64_t begin, std::int64_t end, std::byte* key, std::byte* value);
 
 }  // namespace pagecheck

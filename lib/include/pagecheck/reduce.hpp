@@ -46,7 +46,7 @@ struct SequenceCut {
 // True when every kept token sees exactly the keys it saw before (same
 // position where the mask depends on it, no visible key dropped), so that
 // its recorded output and LSE are still the right answer: under a causal
-// mask (or a window) the tokens keep their positions (seq_len - q_len =
+// mask (or a window, or ALiBi) the tokens keep their positions (seq_len - q_len =
 // old seq_len - old q_len + first_token); without one the context stays
 // whole.
 bool cut_keeps_answers(const Case& c, std::int64_t seq, const SequenceCut& cut);

@@ -27,7 +27,7 @@ enum class SuiteAxis : std::uint8_t {
   Layout,      // NHD HND
   Table,       // dense csr
   BlockSize,   // 1 7 16 32 256
-  HeadDim,     // 64 128 256 192/128
+  HeadDim,     // 64 128 256 192/128, and 32 80 96 112 120 (not built into the built-in paths), 576/512 (MLA)
   Gqa,         // 1 (2/2 heads) 4 (8/2) 8 (16/2) mqa (7/1)
   Window,      // none small (5) edge (the window equals one sequence's length, so the next one drops key 0)
   Softcap,     // none on (a cap that bites: 4 on gaussian logits, 8 LLM-like, 30 large)
@@ -37,8 +37,10 @@ enum class SuiteAxis : std::uint8_t {
                // 128-row/128-key tile), ragged (1 and a few odd lengths)
   Mode,        // decode prefill chunked mixed
   Causal,      // causal non-causal
+  Sinks,       // none on (a sink logit per query head, sized to the profile's logits)
+  Alibi,       // none on (BLOOM/MPT's slopes)
 };
-inline constexpr int kSuiteAxes = 13;
+inline constexpr int kSuiteAxes = 15;
 
 std::string_view suite_axis_name(SuiteAxis axis);
 // The values of an axis as --list-suite and the docs spell them.
@@ -49,7 +51,7 @@ using SuiteRow = std::array<int, kSuiteAxes>;
 
 // A GPU path family and the axis values its kernels take.
 struct SuiteTarget {
-  std::string name;                          // "decode", "prefill", "prefill-wgmma", "fmha"
+  std::string name;                          // "decode", "prefill", "prefill-wgmma", "fmha", "kernel"
   std::vector<std::string> paths;            // the registry paths it stands for
   std::string note;                          // what makes it a family of its own
   std::array<std::vector<int>, kSuiteAxes> allowed;  // value indices, per axis

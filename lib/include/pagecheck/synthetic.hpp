@@ -71,6 +71,18 @@ struct SyntheticSpec {
   double k_scale = 1.0;  // fp8 scales (stored x means x * scale)
   double v_scale = 1.0;
 
+  // Attention sinks: one logit per query head, drawn from the seed (uniform
+  // in [-2, 6] next to the Gaussian profile's logits, shifted and scaled to
+  // the other profiles' logits): negligible next to long rows, dominant in
+  // short ones.
+  bool sinks = false;
+  // ALiBi: the slopes BLOOM and MPT use for q_heads heads (alibi_slopes()).
+  bool alibi = false;
+  // A latent (MLA) cache: one KV head (kv_heads 1) whose head_dim-wide rows
+  // hold the latent, its first v_head_dim columns, which are also V
+  // (kv_lora_rank = v_head_dim), and the rope part; NHD; scale required.
+  bool latent = false;
+
   ValueProfile profile = ValueProfile::Gaussian;
   bool share_pages = true;  // some pages shared between sequences (prefix caching)
   bool poison_unused = true;  // NaN in unreferenced pages and slots past seq_len
@@ -91,10 +103,26 @@ Expected<Case> generate_case_sourced(const SyntheticSpec& spec);
 // passes is one the generator accepts (a usage error names the field).
 Status check_synthetic_spec(const SyntheticSpec& spec);
 
+// ALiBi's slopes for `heads` query heads, as the paper (Press et al.) and
+// BLOOM/MPT make them: for the largest power of two n <= heads, 2^(-8i/n)
+// for i = 1..n; the heads beyond n take the odd powers 2^(-4(2i-1)/n),
+// i = 1, 2, ...
+std::vector<float> alibi_slopes(std::int64_t heads);
+
 // Real model geometries: "llama3-8b", "llama3-70b", "mistral-7b-window",
 // "gemma2-9b-softcap", "deepseek-192-128", ... (preset_names() lists them).
 std::vector<std::string> preset_names();
 Expected<SyntheticSpec> preset(const std::string& name);
+// A name that stands for several presets: the layer kinds of one model
+// ("gpt-oss-20b": its window layer and its full layer).
+struct PresetGroup {
+  std::string name;
+  std::vector<std::string> members;  // preset names
+  std::string description;
+};
+const std::vector<PresetGroup>& preset_groups();
+// The specs `name` stands for: a preset's one, or a group's members.
+Expected<std::vector<SyntheticSpec>> preset_cases(const std::string& name);
 
 // The default suite's specs (suite.hpp: a pairwise covering array over the
 // feature axes per GPU path family, plus a few fixed cases).
