@@ -37,6 +37,9 @@
 //   arrives on it once it has issued its own), so one warpgroup's softmax
 //   runs under the other's GEMMs. Warpgroup 1 arrives once at the start and
 //   warpgroup 0 syncs once at the end, so every barrier balances.
+// - Output: 16-bit outputs go through the work tile's Q buffer (each warp's
+//   16 rows, swizzled) and leave as whole 256-byte rows; other output types
+//   are stored from the accumulators. The Q buffer is released after that.
 //
 // Pipeline: kStages stages of K and of V; barriers per stage k_full, v_full
 // (tensor copies: one arrival with the transaction bytes; rows: one per
