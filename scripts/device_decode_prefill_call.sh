@@ -6,11 +6,11 @@
 # Carry build-devcheck/carry (scripts/device_check.sh build, packed) and build-ab
 # (prefill_dev_NAME.gz from scripts/build_prefill_dev.sh). Logs under $OUT.
 set -u
-BIN=/tmp/pcbin; mkdir -p $BIN
-for f in build-devcheck/carry/*.gz; do gunzip -c $f > $BIN/$(basename $f .gz); done; chmod +x $BIN/*
-export PATH=$BIN:$PATH NO_COLOR=1
+cd "$(dirname "$0")/.."
+source scripts/device_steps.sh
+unpack_carry build-devcheck/carry
 S=$OUT/s; mkdir -p $S
-st() { local n=$1; shift; timeout 300 "$@" > $S/$n.log 2>&1; echo "$n rc=$?" >> $S/rc.txt; }
+st() { local n=$1; shift; OUT=$S step "$n" 300 "$@" >/dev/null; }  # $S/NAME.log, a line in $S/steps.txt
 presets=(); for p in $(pagecheck run --list-presets 2>/dev/null | awk '{print $1}'); do presets+=(--preset "$p"); done
 # phase 1: correctness of the decode default (tensor cores) and of the prefill candidate, all at once
 st t_decode test_gpu_decode &
@@ -24,7 +24,7 @@ st initcheck compute-sanitizer --tool initcheck --error-exitcode 9 --print-limit
 st synccheck compute-sanitizer --tool synccheck --error-exitcode 9 --print-limit 20 pagecheck run --paths direct,split,auto --no-timing --no-checks -q &
 QUICK=0 SAN=1 scripts/prefill_ab_run.sh new3 base > $S/ab_check.log 2>&1 &
 wait
-{ echo "== phase 1"; cat $S/rc.txt
+{ echo "== phase 1"; cat $S/steps.txt
   grep -hE "test cases|assertions" $S/t_*.log; grep -hE "path runs" $S/suite*.log $S/presets.log
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" $S/memcheck.log $S/racecheck.log $S/initcheck.log $S/synccheck.log
   sed -n '/failed (/,$p' $S/suite.log $S/suite_split64.log $S/presets.log | head -20

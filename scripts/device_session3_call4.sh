@@ -9,19 +9,18 @@
 set -u
 cd "$(dirname "$0")/.."
 S=$OUT/s; mkdir -p $S
-BIN=/tmp/pcbin; mkdir -p $BIN
-for f in build-devcheck/carry/*.gz; do gunzip -c $f > $BIN/$(basename $f .gz); done; chmod +x $BIN/*
-EXT=/tmp/pcext; mkdir -p $EXT; tar xzf build-devcheck/carry/external.tgz -C $EXT
-export PATH=$BIN:$PATH NO_COLOR=1
-st() { local n=$1; shift; timeout 300 "$@" > $S/$n.log 2>&1; echo "$n rc=$?" >> $S/rc.txt; }
+source scripts/device_steps.sh
+unpack_carry build-devcheck/carry
+st() { local n=$1; shift; OUT=$S step "$n" 300 "$@" >/dev/null; }  # $S/NAME.log, a line in $S/steps.txt
 st t_core test_gpu_core &
 st t_decode test_gpu_decode &
 st t_prefill test_gpu_prefill &
 st t_external $EXT/tests/gpu/test_gpu_external &
-(ENTRIES="stale_lengths wrong_stream" SIGTERM_STEPS=0 BUILD=build-devcheck OUT=$S/iso timeout 420 scripts/device_isolation_check.sh run > $S/iso.log 2>&1; echo "iso rc=$?" >> $S/rc.txt) &
+OUT=$S step iso 420 env ENTRIES="stale_lengths wrong_stream" SIGTERM_STEPS=0 BUILD=build-devcheck OUT=$S/iso \
+  scripts/device_isolation_check.sh run >/dev/null &
 wait
 { /usr/bin/time -v pagecheck --version 2>&1 | grep -E "pagecheck|Elapsed|Maximum resident"; pagecheck run --preset mqa --paths reference,direct 2>&1 | grep -iE "ceiling|cublas|mma" | head -3; } > $S/startup.log 2>&1
-{ cat $S/rc.txt; cat $S/startup.log; grep -hE "test cases|assertions" $S/t_*.log; grep -hE "ERROR:|logged|values" $S/t_*.log | head -30
+{ cat $S/steps.txt; cat $S/startup.log; grep -hE "test cases|assertions" $S/t_*.log; grep -hE "ERROR:|logged|values" $S/t_*.log | head -30
   echo "== isolation"; cat $S/iso/steps.txt 2>/dev/null | tail -40; tail -5 $S/iso.log; } > $OUT/phase1.txt
 cat $OUT/phase1.txt
 # timing alone: decode partition sweep
