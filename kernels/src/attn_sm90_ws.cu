@@ -2,7 +2,7 @@
 //
 //   attn_ws_kernel<WsTraits<KV, SRC>>
 //       KV BF16 / F16 (wgmma operands as stored), head dim 128 for K and V.
-//       SRC (KvSource): PagedTma (pages of 16..256 slots, powers of two:
+//       SRC (KvSource): PagedTma (pages of 32..256 slots, powers of two:
 //       whole tensor-copy boxes), PagedRows (any other page size: cp.async
 //       rows), Contiguous (the gather's workspace, fmha). Every other case
 //       runs attn_sm90.cu's kernel or the portable one (sm90_ws_supports and
@@ -24,9 +24,10 @@
 //   stage's full mbarrier with its byte count. A box not inside [key_lo,
 //   seq_len) (the sequence's last page, a window's first) is copied row by
 //   row with zero fill for keys outside [key_lo, key_hi), then fenced for
-//   the async proxy. Rows: each of the 128 lanes owns one key of a tile,
-//   writes its element offset to shared memory, and each warp copies its 32
-//   rows with 16-byte cp.async, arriving with cp.async.mbarrier.arrive.
+//   the async proxy. Rows: each of the 128 lanes owns one key of a tile and
+//   computes its row's address; each warp copies its 32 rows with 16-byte
+//   cp.async, 16 lanes to a row, the address passed by shuffle, arriving
+//   with cp.async.mbarrier.arrive.
 // - Two consumer warpgroups of 64 query rows (setmaxnreg 240 / 224), each:
 //   S_j = Q K_j^T (wgmma SS) is issued before P_{j-1} V_{j-1} (wgmma RS),
 //   both in flight together; the softmax of S_j runs while P_{j-1} V_{j-1}
@@ -59,6 +60,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "attn_sm90.cuh"
 #include "cuda_check.cuh"
@@ -90,12 +92,10 @@ struct WsTraits {
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile
-  // Row copies: each producer lane's key offsets, [K/V][stage][key].
-  static constexpr int kOffsetBytes = kTma ? 0 : 2 * kStages * kBlockN * 8;
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
   static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
-  // producer keeps a key's page and offsets (24 registers spill there).
+  // producer keeps a key's page and row address.
   static constexpr int kProducerRegs = kTma ? 24 : 56;
   static constexpr int kConsumerRegs = kTma ? 240 : 224;
   // Full barriers: one arrival (lane 0, with the transaction bytes), or one
@@ -105,7 +105,15 @@ struct WsTraits {
   // Two Q buffers: the producer copies the next work tile's Q while the
   // consumers finish the current one. A split query (loaded and split by
   // the consumers) keeps hi in the first and lo in the second.
-  static constexpr int kSmemBytes = 1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kOffsetBytes + kBarrierBytes;
+  // kSumStore: each consumer thread stores its row sums to a word of
+  // shared memory right before the wait for P V. Without that store ptxas
+  // put the wait (WARPGROUP.DEPBAR) ahead of the softmax's exponentials,
+  // which then no longer ran under P V; a shared-memory store cannot move
+  // past the wait. Tensor-copy kernels only: the row producer's kernel is
+  // bound by its copies, and the store cost it 1%.
+  static constexpr bool kSumStore = kTma;
+  static constexpr int kScratchBytes = kSumStore ? 256 * 4 : 0;
+  static constexpr int kSmemBytes = 1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
@@ -253,20 +261,29 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
 
 // ---- producer: row copies -------------------------------------------------------------
 
-// Producer warp pw's 32 rows of a K or V tile whose element offsets (-1:
-// outside [key_lo, key_hi), zero-filled) are in `offsets`; each lane
-// arrives on `full` once its own copies have landed.
-template <class T, bool kValue>
-__device__ __forceinline__ void produce_tile_rows(const WsParams& p, std::uint32_t tile, std::uint32_t full,
-                                                  const std::int64_t* offsets, int pw, int lane) {
-  const char* base = static_cast<const char*>(kValue ? p.a.view.kv.value_data : p.a.view.kv.key_data);
-  // Lanes 0-15 take the 16 chunks of row 2j, lanes 16-31 those of 2j + 1.
+// Producer warp pw's 32 rows of a K or V tile: lanes 0-15 copy the 16
+// chunks of row 2 j, lanes 16-31 those of row 2 j + 1. `my_row` is where
+// this lane's key row (key 32 pw + lane) starts, in 16-byte units from the
+// cache's base (~0u: outside [key_lo, key_hi), zero fill); the copying
+// lanes get it by shuffle, one per copy (sm90_ws_supports keeps the row
+// producer to caches under 64 GiB). `dst_lane[q]` is this lane's byte
+// offset in the tile of row 32 pw + 2 q + lane / 16 (its chunk lane % 16,
+// swizzled); row + 8 i adds 1024 i and keeps the swizzle. Each lane
+// arrives on `full` once its own copies have landed. (docs/performance.md,
+// ws8: passing 64-bit element offsets through shared memory, read back per
+// copy, took 26 dependent instructions per 16-byte copy and held every page
+// size at 291-297 TFLOP/s on the H100; a 64-bit address by shuffle 374; this
+// form 397.)
+__device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint32_t full, const char* base,
+                                                  std::uint32_t my_row, const std::uint32_t (&dst_lane)[4], int lane) {
+  const char* chunk_base = base + (lane % 16) * 16;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
-    const int row = 32 * pw + 2 * j + lane / 16, chunk = lane % 16;
-    const std::int64_t offset = offsets[row];
-    const bool valid = offset >= 0;
-    cp_async16(tile + sw128<T::kBlockN>(row, chunk), valid ? base + (offset + chunk * 8) * 2 : base, valid);
+    const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, 2 * j + lane / 16);
+    const int src_bytes = r == ~0u ? 0 : 16;
+    const void* src = chunk_base + static_cast<std::uint64_t>(r == ~0u ? 0u : r) * 16;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tile + dst_lane[j % 4] + (j / 4) * 1024),
+                 "l"(src), "r"(src_bytes));
   }
   cp_async_mbar_arrive_noinc(full);
 }
@@ -285,9 +302,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   unsigned char* smem = smem_raw + (q_smem - raw_base);
   const std::uint32_t k_smem = q_smem + 2 * T::kQBytes;                // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
-  const int offsets_at = 2 * T::kQBytes + 2 * T::kStages * T::kTileBytes;
-  std::int64_t* offsets = reinterpret_cast<std::int64_t*>(smem + offsets_at);  // row producer: [K/V][stage][key]
-  const std::uint32_t bars = q_smem + offsets_at + T::kOffsetBytes;
+  const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
+  const std::uint32_t scratch = bars + T::kBarrierBytes;
   const bool split_q = p.a.split_query != 0;
   const std::uint32_t q_lo_smem = q_smem + T::kQBytes;  // a split query's lo rows (Q buffer 1)
   const auto k_full = [&](int s) { return bars + 8 * s; };
@@ -328,6 +344,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     }
     const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
     const int my_key = 32 * pw + lane;
+    std::uint32_t dst_lane[4];  // produce_tile_rows
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dst_lane[q] = sw128<kBlockN>(32 * pw + 2 * q + lane / 16, lane % 16);
     std::int64_t count = 0, item = 0;
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
@@ -379,18 +398,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           else
             produce_tile_tma<T, false>(p, tile, full, kt, page, k, lane);
         } else {
-          std::int64_t* off = offsets + (value ? T::kStages * kBlockN : 0) + s * kBlockN;
           const int key = kt * kBlockN + my_key;
           const bool valid = key >= k.key_lo && key < k.key_hi;
-          __syncwarp();  // every lane is done reading this stage's previous offsets
-          off[my_key] = !valid ? -1
-                        : value ? kv_row_offset<T, true>(p.a, k.seq, key, page, k.kv_head)
-                                : kv_row_offset<T, false>(p.a, k.seq, key, page, k.kv_head);
-          __syncwarp();
-          if (value)
-            produce_tile_rows<T, true>(p, tile, full, off, pw, lane);
-          else
-            produce_tile_rows<T, false>(p, tile, full, off, pw, lane);
+          const char* base = static_cast<const char*>(value ? view.kv.value_data : view.kv.key_data);
+          const std::int64_t offset = !valid ? 0
+                                      : value ? kv_row_offset<T, true>(p.a, k.seq, key, page, k.kv_head)
+                                              : kv_row_offset<T, false>(p.a, k.seq, key, page, k.kv_head);
+          // Row starts are 16-byte aligned (sm90_ws_supports: strides of 8 elements).
+          produce_tile_rows(tile, full, base, valid ? static_cast<std::uint32_t>(offset / 8) : ~0u, dst_lane, lane);
         }
       };
       std::int32_t page = load_page(k.tile_first);
@@ -419,7 +434,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const bool causal = view.causal;
   const std::int64_t window = view.window;
   const bool has_softcap = p.a.softcap_out != 0.f;
-  const float exp_scale = has_softcap ? 1.f : p.a.logit_mul;
   const std::uint32_t q_lo_wg = q_lo_smem + wg * 64 * 128;
 
   const auto turn_sync = [&] { named_sync(kTurnBar + wg, 256); };
@@ -514,8 +528,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
-    const auto softmax = [&](float (&sacc)[64], int kt, float (&alphas)[2]) {
-      if (has_softcap) {
+    // kSoftcap is a compile-time copy of has_softcap: with one shared
+    // copy of the tile loop, the tanh's temporaries raised the register
+    // pressure at the join, and ptxas put wait<0> (P V done) before the
+    // exponentials to borrow P's registers for the row sums, so the softmax
+    // no longer ran under P V.
+    const auto softmax = [&](auto softcap_c, float (&sacc)[64], int kt, float (&alphas)[2]) {
+      constexpr bool kSoftcap = decltype(softcap_c)::value;
+      const float exp_scale = kSoftcap ? 1.f : p.a.logit_mul;
+      if constexpr (kSoftcap) {
 #pragma unroll
         for (int e = 0; e < 64; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
       }
@@ -529,12 +550,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           const int vis_hi = min(k.key_hi, causal ? pos + 1 : k.key_hi);
           const int vis_lo =
               window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(k.key_lo), pos - window + 1)) : k.key_lo;
+          // Key n0 + 2 t + c with c = 8 nb + e: compared as c against
+          // bounds relative to n0 + 2 t, so c stays an immediate.
+          const int lo_rel = vis_lo - (n0 + 2 * t), hi_rel = vis_hi - (n0 + 2 * t);
 #pragma unroll
           for (int nb = 0; nb < 16; ++nb)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const int key = n0 + nb * 8 + 2 * t + e;
-              if (key < vis_lo || key >= vis_hi) sacc[nb * 4 + 2 * h + e] = -INFINITY;
+              const int c = nb * 8 + e;
+              if (c < lo_rel || c >= hi_rel) sacc[nb * 4 + 2 * h + e] = -INFINITY;
             }
         }
       }
@@ -568,7 +592,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       }
     };
 
-    if (k.num_tiles > 0) {
+    const auto run_tiles = [&](auto softcap_c) {
       std::uint32_t pa[kBlockN / 16][4];
       float sacc[64];
       float alphas[2];
@@ -585,7 +609,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_wait<0>();
         fence_regs(sacc);
         release(k_empty(s));
-        softmax(sacc, k.tile_first, alphas);
+        softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
       }
       for (int i = 1; i < k.num_tiles; ++i) {
@@ -605,7 +629,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
         fence_regs(sacc);
         release(k_empty(s));
-        softmax(sacc, k.tile_first + i, alphas);
+        softmax(softcap_c, sacc, k.tile_first + i, alphas);
+        if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
         wgmma_wait<0>();
         fence_regs(o);
         fence_regs(sacc);
@@ -639,6 +664,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         release(v_empty(sp));
       }
       count += k.num_tiles;
+    };
+    if (k.num_tiles > 0) {
+      if (has_softcap)
+        run_tiles(std::true_type{});
+      else
+        run_tiles(std::false_type{});
     }
     // The output. 16-bit outputs go through shared memory: this
     // warpgroup's rows of the work tile's Q buffer (its S GEMMs are done;
@@ -865,15 +896,17 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
 
 }  // namespace
 
-// Tensor copies of whole pages of 16 slots and up (8 boxes per tile at
-// most); other page sizes take the row producer. H200, 8 x 2048 prefill
-// (TFLOP/s): block 8 as 16 boxes 267 against 291 by rows, block 16 as 8
-// boxes 370 against 291, block 64 475. PAGECHECK_WS_TMA_MIN=N (a developer
-// knob, read once) moves the threshold for such comparisons.
+// Tensor copies of whole pages of 32 slots and up (4 boxes per tile at
+// most); other page sizes take the row producer. H100, 8 x 2048 prefill
+// (TFLOP/s, docs/performance.md ws8): the row producer 372 at every page
+// size, block 16 as 8 boxes 366, block 64 as 2 boxes 457-469; at block 16
+// rows won at 8 x 2048, 1 x 8192 and chunked (+1.5-2.5%) and lost 1.5% at
+// 16 x 512. PAGECHECK_WS_TMA_MIN=N (a developer knob, read once) moves the
+// threshold for such comparisons.
 bool sm90_ws_uses_tma(int block_size) {
   static const int min_block = [] {
     const char* v = std::getenv("PAGECHECK_WS_TMA_MIN");
-    return v != nullptr ? std::atoi(v) : 16;
+    return v != nullptr ? std::atoi(v) : 32;
   }();
   return block_size >= min_block && block_size >= 8 && (block_size & (block_size - 1)) == 0;
 }
@@ -896,7 +929,18 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
     if (st->slot % 8 != 0 || st->head % 8 != 0 || st->block % 8 != 0 || st->slot <= 0 || st->head < 0 ||
         st->block <= 0)
       return false;
-  return view.kv.num_blocks > 0 && view.kv.num_blocks <= INT_MAX;
+  if (view.kv.num_blocks <= 0 || view.kv.num_blocks > INT_MAX) return false;
+  // The row producer counts a row's start in 16-byte units in 32 bits
+  // (~0u marks zero fill): caches under 64 GiB; larger ones take
+  // attn_sm90.cu's kernel.
+  if (!sm90_ws_uses_tma(view.kv.block_size)) {
+    for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides}) {
+      const std::int64_t last_row = (view.kv.num_blocks - 1) * st->block + (view.kv.block_size - 1) * st->slot +
+                                    (view.kv.kv_heads - 1) * st->head;
+      if (last_row / 8 >= 0xFFFFFFFFll) return false;
+    }
+  }
+  return true;
 }
 
 Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
