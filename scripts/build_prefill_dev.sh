@@ -19,11 +19,11 @@ f=(-std=c++20 -O3 --expt-relaxed-constexpr -lineinfo -Ilib/include -Ikernels/src
 a90a=(-gencode=arch=compute_90a,code=sm_90a)
 a90=(-gencode=arch=compute_90,code=sm_90 -DPAGECHECK_HAVE_SM90A=1 -diag-suppress 2810)
 suffix=${name:+_$name}
-"${nvcc[@]}" "${f[@]}" "${a90a[@]}" -c kernels/src/attn_sm90.cu -o "$out/attn_sm90.o" &
-"${nvcc[@]}" "${f[@]}" "${a90a[@]}" -Xptxas -v "$@" -c "${WS_SRC:-kernels/src/attn_sm90_ws.cu}" -o "$out/attn_sm90_ws$suffix.o" \
+"${nvcc[@]}" "${f[@]}" "${a90a[@]}" -c kernels/src/prefill/attn_sm90.cu -o "$out/attn_sm90.o" &
+"${nvcc[@]}" "${f[@]}" "${a90a[@]}" -Xptxas -v "$@" -c "${WS_SRC:-kernels/src/prefill/attn_sm90_ws.cu}" -o "$out/attn_sm90_ws$suffix.o" \
   >"$out/ptxas_ws$suffix.txt" 2>&1 &
 wait
-for src in kernels/src/dev/prefill_dev.cu kernels/src/prefill.cu kernels/src/fmha.cu; do
+for src in kernels/src/dev/prefill_dev.cu kernels/src/prefill/prefill.cu kernels/src/prefill/fmha.cu; do
   "${nvcc[@]}" "${f[@]}" "${a90[@]}" -I/usr/include/eigen3 -c "$src" -o "$out/$(basename "$src" .cu).o"
 done
 g++ -std=c++20 -O2 -Ilib/include -I/usr/include/eigen3 -c lib/src/dtype.cpp -o "$out/dtype.o"

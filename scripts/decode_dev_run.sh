@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Device-side run of the decode-kernel experiments (kernels/src/dev/decode_probe.cu;
-# the tensor-core loop of issue 18 in kernels/src/decode_mma.cuh beside the
+# the tensor-core loop of issue 18 in kernels/src/decode/decode_mma.cuh beside the
 # CUDA-core loop), one call, under 4 minutes on an H200 (every step is cut at
 # DECODE_DEADLINE_S, 225 s by default, and a step that would start later is skipped):
 #   1. SASS summary of devbin/decode_probe (HMMA, LDSM, LDGSTS, local memory);

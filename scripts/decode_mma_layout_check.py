@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Host-side check of kernels/src/decode_mma.cuh's index arithmetic, no GPU:
+# Host-side check of kernels/src/decode/decode_mma.cuh's index arithmetic, no GPU:
 # emulates one warp over one 16-key chunk (the cp.async copy with its XOR
 # swizzle, ldmatrix / ldmatrix.trans row addresses, the m16n8k16 fragments as
 # the PTX ISA lays them out, P^T taken from S's C fragments) and checks

@@ -7,11 +7,11 @@
 #
 # Build here (repo root), then carry build-sm90dev:
 #   nvcc -std=c++20 -gencode=arch=compute_90a,code=sm_90a -O3 --expt-relaxed-constexpr -lineinfo \
-#     -Ilib/include -Ikernels/src -Ikernels/include -c kernels/src/attn_sm90.cu -o build-sm90dev/attn_sm90.o
-#   (the same for kernels/src/attn_sm90_ws.cu -> build-sm90dev/attn_sm90_ws.o)
+#     -Ilib/include -Ikernels/src -Ikernels/include -c kernels/src/prefill/attn_sm90.cu -o build-sm90dev/attn_sm90.o
+#   (the same for kernels/src/prefill/attn_sm90_ws.cu -> build-sm90dev/attn_sm90_ws.o)
 #   nvcc -std=c++20 -gencode arch=compute_90,code=sm_90 -O3 --expt-relaxed-constexpr -lineinfo \
 #     -DPAGECHECK_HAVE_SM90A=1 -diag-suppress 2810 -Ilib/include -Ikernels/src -Ikernels/include \
-#     -I/usr/include/eigen3 kernels/src/dev/prefill_dev.cu kernels/src/prefill.cu kernels/src/fmha.cu \
+#     -I/usr/include/eigen3 kernels/src/dev/prefill_dev.cu kernels/src/prefill/prefill.cu kernels/src/prefill/fmha.cu \
 #     lib/src/dtype.cpp build-sm90dev/attn_sm90.o build-sm90dev/attn_sm90_ws.o -o build-sm90dev/prefill_dev
 # Run there: scripts/prefill_dev_run.sh [check|bench|all]   (logs under $OUT)
 set -u

@@ -3,7 +3,7 @@
 // already has: build the kernel's own view from the ABI's description and
 // buffers, call its launcher, turn its status into a return code.
 //
-//   pagecheck_direct  launch_direct (kernels/src/decode_direct.cu): one pass,
+//   pagecheck_direct  launch_direct (kernels/src/decode/decode_direct.cu): one pass,
 //                     no workspace
 //   pagecheck_split   launch_split (decode_split.cu), 256-token partitions:
 //                     its partial outputs and statistics live in the ABI's
@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <string>
 
-#include "launchers.cuh"
+#include "common/launchers.cuh"
 #include "pagecheck/external.h"
 
 namespace {

@@ -49,101 +49,101 @@ def mutant(name, header, *edits):
 # ---- direct (decode_direct.cu) ------------------------------------------------
 mutant("01-direct-window-off-by-one",
        "window off by one: the direct kernel's window takes one key more (window + 1; as written, no window becomes a window of 1)",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "window_begin(seq_len, p.window), seq_len, smem);",
         "window_begin(seq_len, p.window + 1), seq_len, smem);"))
 mutant("02-decode-dropped-k-scale",
        "dropped scale: the decode q multiplier forgets k_scale (direct, split, auto over FP8 caches)",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "p.q_multiplier = view.scale * view.k_scale * (capped ? 1.0f : kLog2e);",
         "p.q_multiplier = view.scale * (capped ? 1.0f : kLog2e);"))
 mutant("03-decode-page-npot",
        "page index wrong for non-power-of-two block sizes: token / block_size as a shift by floor(log2 block_size)",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "  make_fast_divisor(static_cast<std::uint32_t>(kv.block_size), p.block_magic, p.block_shift);\n",
         "  p.block_magic = 0;  // token >> floor(log2 block_size): right for powers of two only\n"
         "  for (p.block_shift = 0; (2 << p.block_shift) <= kv.block_size; ++p.block_shift) {\n  }\n"))
 mutant("04-direct-lse-base",
        "LSE base: the direct kernel stores the base-2 LSE (m + log2 l) instead of the natural one",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "p.lse[row * p.q_heads + q_head] = state_lse(m, l);",
         "p.lse[row * p.q_heads + q_head] = l > 0.0f ? m + log2f(l) : -INFINITY;"))
 
 # ---- split + merge (decode_split.cu, decode_common.cuh) -------------------------
 mutant("05-split-merge-no-rescale",
        "merge without rescale: partitions are summed with weight sum_p, without 2^(max_p - max)",
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "  for (int j = 0; j < kChunk; ++j) acc += ps[j] * fast_exp2(pm[j] - m_use) * o[j];\n",
         "  for (int j = 0; j < kChunk; ++j) acc += ps[j] * o[j];\n"),
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "    acc += psum[part] * fast_exp2(pmax[part] - m_use) * out[static_cast<std::int64_t>(part) * DV];\n",
         "    acc += psum[part] * out[static_cast<std::int64_t>(part) * DV];\n"),
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "  for (int w = 0; w < warps; ++w) total += reduce_l[w] * fast_exp2(reduce_m[w] - m_use);\n",
         "  for (int w = 0; w < warps; ++w) total += reduce_l[w];\n"))
 mutant("06-split-empty-partition-nan",
        "NaN from an empty partition: normalising an empty state divides 0 by 0 (split partitions the window leaves empty)",
-       ("kernels/src/decode_common.cuh",
+       ("kernels/src/decode/decode_common.cuh",
         "__device__ __forceinline__ float state_normalize(float acc, float l) { return l > 0.0f ? acc / l : 0.0f; }",
         "__device__ __forceinline__ float state_normalize(float acc, float l) { return acc / l; }"))
 mutant("07-split-skip-empty-stores",
        "skipped stores: a split partition with no keys returns without writing its empty state to the workspace",
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n",
         "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
         "  if (end == begin) return;  // nothing to attend\n"))
 mutant("08-auto-threshold-gap",
        "boundary off by one: auto's partition kernel attends seq_len < threshold whole while its merge takes seq_len > threshold; a sequence of exactly the threshold is split and never merged",
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "    if (seq_len <= p.threshold_tokens) {\n      if (partition != 0) return;\n",
         "    if (seq_len < p.threshold_tokens) {\n      if (partition != 0) return;\n"))
 mutant("09-decode-missing-barrier",
        "missing barrier: the cross-warp merge writes into the pipeline buffer while other warps may still read it",
-       ("kernels/src/decode_common.cuh",
+       ("kernels/src/decode/decode_common.cuh",
         "  // Across warps through shared memory (reusing the drained pipeline).\n  __syncthreads();\n",
         "  // Across warps through shared memory (reusing the drained pipeline).\n"))
 
 # ---- prefill, mma.sync (prefill_common.cuh) and F32 (prefill.cu) ----------------
 mutant("10-mma-causal-off-by-one",
        "causal off by one: the mma.sync kernel lets each query row see the key after it",
-       ("kernels/src/prefill_common.cuh",
+       ("kernels/src/prefill/prefill_common.cuh",
         "          const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);  // keys < vis_hi",
         "          const int vis_hi = min(key_hi, causal ? pos + 2 : key_hi);  // keys < vis_hi"))
 mutant("11-mma-page-edge",
        "page-edge off by one: the mma.sync kernel looks up the page of key + 1, so the last slot of each page is read from the next page",
-       ("kernels/src/prefill_common.cuh",
+       ("kernels/src/prefill/prefill_common.cuh",
         "    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key));",
         "    return ld_global_nc(view.kv.page_indices + table_begin + block_of(p, key + 1));"))
 mutant("12-f32-prefill-window-off-by-one",
        "window off by one: the F32 (CUDA-core) prefill kernel starts the window one key late (window - 1 keys)",
-       ("kernels/src/prefill.cu",
+       ("kernels/src/prefill/prefill.cu",
         "  if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 1));",
         "  if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 2));"))
 
 # ---- wgmma prefill / fmha (attn_sm90.cu) -----------------------------------------
 mutant("13-sm90-softcap-twice",
        "softcap scaled twice: the wgmma kernel multiplies capped logits by the logit scale again in the exponent",
-       ("kernels/src/attn_sm90.cu",
+       ("kernels/src/prefill/attn_sm90.cu",
         "  const float exp_scale = has_softcap ? 1.f : p.logit_mul;\n  const std::uint32_t q_wg",
         "  const float exp_scale = p.logit_mul;\n  const std::uint32_t q_wg"))
 mutant("14-sm90-gqa-mapping",
        "wrong GQA mapping: the wgmma kernel loads Q of head (row % group) * kv_heads + kv_head (interleaved) but stores grouped",
-       ("kernels/src/attn_sm90.cu",
+       ("kernels/src/prefill/attn_sm90.cu",
         "      const int head = kv_head * group + row % group;\n      const char* src",
         "      const int head = (row % group) * kv_heads + kv_head;\n      const char* src"))
 mutant("15-sm90-read-past-seq-len",
        "read past seq_len: the wgmma producer loads key seq_len too (its slot is not zero-filled; P = 0 times NaN)",
-       ("kernels/src/attn_sm90.cu",
+       ("kernels/src/prefill/attn_sm90.cu",
         "        const bool valid = key >= key_lo && key < key_hi;\n        row_offsets[my_key]",
         "        const bool valid = key >= key_lo && key <= key_hi;\n        row_offsets[my_key]"))
 mutant("16-sm90-e5m2-as-e4m3",
        "e5m2 decoded with the e4m3 rule: the wgmma producer widens every FP8 cache as E4M3",
-       ("kernels/src/attn_sm90.cu",
+       ("kernels/src/prefill/attn_sm90.cu",
         "        fp8x16_to_bf16<T::KV>(raw[b], lo, hi);",
         "        fp8x16_to_bf16<KvKind::E4M3>(raw[b], lo, hi);"))
 mutant("17-sm90-32bit-offsets",
        "32-bit offsets: the wgmma producer forms page * block stride in 32 bits (wraps past 2^31 elements)",
-       ("kernels/src/attn_sm90.cu",
+       ("kernels/src/prefill/attn_sm90.cu",
         "        row_offsets[my_key] = valid ? kv_row_offset<T, false>(p, seq, key, page, kv_head) : -1;\n"
         "        row_offsets[kBlockN + my_key] = valid ? kv_row_offset<T, true>(p, seq, key, page, kv_head) : -1;\n",
         "        row_offsets[my_key] = valid ? static_cast<std::int32_t>(kv_row_offset<T, false>(p, seq, key, page, kv_head)) : -1;\n"
@@ -152,20 +152,20 @@ mutant("17-sm90-32bit-offsets",
 # ---- gather (fmha.cu) -------------------------------------------------------------
 mutant("18-gather-skip-last-token",
        "skipped stores: the gather copies seq_len - 1 tokens per sequence; the FMHA reads the last key from stale workspace",
-       ("kernels/src/fmha.cu",
+       ("kernels/src/prefill/fmha.cu",
         "  const std::int64_t chunks = static_cast<std::int64_t>(view.kv.seq_lens[seq]) * kv_heads * kRowChunks;",
         "  const std::int64_t chunks = static_cast<std::int64_t>(view.kv.seq_lens[seq] - 1) * kv_heads * kRowChunks;"))
 
 # ---- beyond the suite (issue 21) ----------------------------------------------------
 mutant("20-decode-block48",
        "a special case gone wrong at one block size: the decode page divisor of block size 48 is 32's",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "  make_fast_divisor(static_cast<std::uint32_t>(kv.block_size), p.block_magic, p.block_shift);\n",
         "  make_fast_divisor(static_cast<std::uint32_t>(kv.block_size == 48 ? 32 : kv.block_size), p.block_magic,\n"
         "                    p.block_shift);\n"))
 mutant("21-split-partition512-merge",
        "one partition size: with 512-token partitions the merge leaves out a sequence's last partition",
-       ("kernels/src/decode_split.cu",
+       ("kernels/src/decode/decode_split.cu",
         "  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /\n"
         "                                      p.partition_tokens);\n",
         "  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /\n"
@@ -173,7 +173,7 @@ mutant("21-split-partition512-merge",
         "                     (p.partition_tokens == 512 && seq_len > 512 ? 1 : 0);\n"))
 mutant("22-direct-three-features",
        "three features at once: over an F8_E5M2 cache with a block size not a power of two and a window, v_scale is 1/16 too large",
-       ("kernels/src/decode_direct.cu",
+       ("kernels/src/decode/decode_direct.cu",
         "  p.v_scale = view.v_scale;\n",
         "  p.v_scale = view.v_scale * (view.kv_dtype == DType::F8_E5M2 && (kv.block_size & (kv.block_size - 1)) != 0 &&\n"
         "                                      view.window > 0\n"
@@ -183,7 +183,7 @@ mutant("22-direct-three-features",
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",
        "lengths baked in at capture: the kernels read a snapshot of seq_lens taken at upload; later length updates never reach them",
-       ("kernels/src/upload.cu",
+       ("kernels/src/harness/upload.cu",
         "  v.kv.seq_lens = d.seq_lens.as<std::int32_t>();\n",
         "  // A private copy of the lengths, made once (a graph input buffer nobody updates).\n"
         "  static std::vector<DeviceBuffer> snapshots;\n"

@@ -10,9 +10,9 @@
 #include <functional>
 #include <string>
 
-#include "cuda_resources.cuh"
+#include "harness/cuda_resources.cuh"
 #include "gpu_test_util.hpp"
-#include "harness.cuh"
+#include "harness/harness.cuh"
 
 using namespace pagecheck;
 using namespace pagecheck::gpu;

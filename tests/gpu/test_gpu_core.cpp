@@ -9,9 +9,9 @@
 #include <functional>
 #include <memory>
 
-#include "cuda_resources.cuh"
+#include "harness/cuda_resources.cuh"
 #include "gpu_test_util.hpp"
-#include "harness.cuh"
+#include "harness/harness.cuh"
 #include "pagecheck/suite.hpp"
 
 using namespace pagecheck;

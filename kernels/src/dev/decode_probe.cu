@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "../launchers.cuh"
+#include "common/launchers.cuh"
 #include "pagecheck/dtype.hpp"
 
 using namespace pagecheck;

@@ -8,7 +8,7 @@
 // Build (from the repo root), portable kernels only:
 //   nvcc -std=c++20 -gencode arch=compute_90,code=sm_90 -O3 --expt-relaxed-constexpr -lineinfo \
 //     -Ilib/include -Ikernels/src -Ikernels/include -I/usr/include/eigen3 kernels/src/dev/prefill_dev.cu \
-//     kernels/src/prefill.cu kernels/src/fmha.cu lib/src/dtype.cpp -o devbin/prefill_dev
+//     kernels/src/prefill/prefill.cu kernels/src/prefill/fmha.cu lib/src/dtype.cpp -o devbin/prefill_dev
 // With the sm_90a wgmma kernel (what the launchers pick on a Hopper), see
 // scripts/prefill_dev_run.sh, which also runs it on the GPU machine.
 // Run: devbin/prefill_dev [check] [bench] [small]
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "launchers.cuh"
+#include "common/launchers.cuh"
 
 using namespace pagecheck;
 using namespace pagecheck::gpu;

@@ -2,7 +2,7 @@
 // the description of a case as a library sees it, and the refusals that
 // pagecheck makes from an entry's declared capabilities and its library's
 // ABI minor before the entry's own supports(). Host only, so that the CPU
-// tests check the version rules; kernels/src/external.cpp loads libraries
+// tests check the version rules; kernels/src/harness/external.cpp loads libraries
 // and runs their entries.
 #pragma once
 

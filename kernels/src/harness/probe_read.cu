@@ -9,8 +9,8 @@
 
 #include <cstdint>
 
-#include "cuda_check.cuh"
-#include "probe_read.cuh"
+#include "common/cuda_check.cuh"
+#include "harness/probe_read.cuh"
 
 namespace pagecheck::gpu {
 namespace {

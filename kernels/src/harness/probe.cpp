@@ -20,9 +20,9 @@
 
 #include <fmt/format.h>
 
-#include "cuda_resources.cuh"
-#include "probe_read.cuh"
-#include "upload.cuh"
+#include "harness/cuda_resources.cuh"
+#include "harness/probe_read.cuh"
+#include "harness/upload.cuh"
 #include "pagecheck/gpu.hpp"
 
 namespace pagecheck::gpu {

@@ -11,7 +11,7 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda_resources.cuh"
+#include "harness/cuda_resources.cuh"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck::gpu {

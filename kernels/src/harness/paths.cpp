@@ -7,8 +7,8 @@
 #include <map>
 #include <mutex>
 
-#include "harness.cuh"
-#include "launchers.cuh"
+#include "harness/harness.cuh"
+#include "common/launchers.cuh"
 #include "pagecheck/features.hpp"
 #include "pagecheck/gpu.hpp"
 #include "pagecheck/plan.hpp"

@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck::gpu {

@@ -1,6 +1,6 @@
 // The path harness: poison, run, repeat, graph capture and replay with
 // changed tables, timing. See harness.cuh.
-#include "harness.cuh"
+#include "harness/harness.cuh"
 
 #include <algorithm>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "stream_gate.cuh"
+#include "harness/stream_gate.cuh"
 #include "pagecheck/timing_stats.hpp"
 
 namespace pagecheck::gpu {

@@ -58,8 +58,8 @@
 #include <algorithm>
 #include <string>
 
-#include "decode_mma.cuh"
-#include "launchers.cuh"
+#include "decode/decode_mma.cuh"
+#include "common/launchers.cuh"
 
 namespace pagecheck::gpu {
 namespace decode {

@@ -31,8 +31,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "device_case.cuh"
-#include "mma_sync.cuh"
+#include "common/device_case.cuh"
+#include "common/mma_sync.cuh"
 #include "pagecheck/paged_kv.hpp"
 
 namespace pagecheck::gpu::attn {
@@ -624,7 +624,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
 #include <climits>
 #include <string>
 
-#include "cuda_check.cuh"
+#include "common/cuda_check.cuh"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck::gpu::attn {

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda_resources.cuh"
-#include "upload.cuh"
+#include "harness/cuda_resources.cuh"
+#include "harness/upload.cuh"
 #include "pagecheck/case.hpp"
 #include "pagecheck/path.hpp"
 #include "pagecheck/status.hpp"

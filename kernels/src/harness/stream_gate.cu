@@ -1,6 +1,6 @@
 // The legacy default stream held shut while an eager run is read back
 // (stream_gate.cuh).
-#include "stream_gate.cuh"
+#include "harness/stream_gate.cuh"
 
 #include <cstdint>
 

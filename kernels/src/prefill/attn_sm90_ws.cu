@@ -62,9 +62,9 @@
 #include <string>
 #include <type_traits>
 
-#include "attn_sm90.cuh"
-#include "cuda_check.cuh"
-#include "sm90_primitives.cuh"
+#include "prefill/attn_sm90.cuh"
+#include "common/cuda_check.cuh"
+#include "prefill/sm90_primitives.cuh"
 
 namespace pagecheck::gpu::attn {
 namespace {

@@ -10,8 +10,8 @@
 #include <memory>
 #include <vector>
 
-#include "cuda_resources.cuh"
-#include "device_case.cuh"
+#include "harness/cuda_resources.cuh"
+#include "common/device_case.cuh"
 #include "pagecheck/case.hpp"
 #include "pagecheck/status.hpp"
 

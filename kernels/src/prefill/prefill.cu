@@ -42,11 +42,11 @@
 
 #include <string>
 
-#include "cuda_check.cuh"
-#include "launchers.cuh"
-#include "prefill_common.cuh"
+#include "common/cuda_check.cuh"
+#include "common/launchers.cuh"
+#include "prefill/prefill_common.cuh"
 #ifdef PAGECHECK_HAVE_SM90A
-#include "attn_sm90.cuh"
+#include "prefill/attn_sm90.cuh"
 #endif
 
 namespace pagecheck::gpu {

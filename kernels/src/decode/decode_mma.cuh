@@ -39,8 +39,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "decode_common.cuh"
-#include "mma_sync.cuh"
+#include "decode/decode_common.cuh"
+#include "common/mma_sync.cuh"
 
 namespace pagecheck::gpu::decode {
 

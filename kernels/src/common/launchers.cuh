@@ -24,7 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "device_case.cuh"
+#include "common/device_case.cuh"
 #include "pagecheck/case.hpp"
 #include "pagecheck/path.hpp"
 #include "pagecheck/status.hpp"

@@ -1,5 +1,5 @@
 // Upload of a Case to the device, device-made benchmark cases, widening.
-#include "upload.cuh"
+#include "harness/upload.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -14,9 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "cuda_resources.cuh"
-#include "launchers.cuh"
-#include "upload.cuh"
+#include "harness/cuda_resources.cuh"
+#include "common/launchers.cuh"
+#include "harness/upload.cuh"
 #include "pagecheck/gpu.hpp"
 
 namespace pagecheck::gpu {

@@ -34,8 +34,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda_check.cuh"
-#include "device_case.cuh"
+#include "common/cuda_check.cuh"
+#include "common/device_case.cuh"
 #include "pagecheck/dtype.hpp"
 #include "pagecheck/paged_kv.hpp"
 #include "pagecheck/status.hpp"

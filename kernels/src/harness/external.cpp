@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <set>
 
-#include "harness.cuh"
+#include "harness/harness.cuh"
 #include "pagecheck/external.h"
 #include "pagecheck/external_abi.hpp"
 

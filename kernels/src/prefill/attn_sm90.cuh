@@ -7,8 +7,8 @@
 
 #include <cuda_runtime.h>
 
-#include "device_case.cuh"
-#include "prefill_common.cuh"
+#include "common/device_case.cuh"
+#include "prefill/prefill_common.cuh"
 #include "pagecheck/status.hpp"
 
 namespace pagecheck::gpu::attn {
