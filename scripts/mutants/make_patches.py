@@ -39,6 +39,12 @@ EXPECT = {
     "20": ("direct, split, auto", "output vs reference: a decode case with block size 48 (soak; not in the suite)"),
     "21": ("split, auto", "output vs reference: a decode context past 512 tokens under a 512-token partition (soak's plans)"),
     "22": ("direct, auto", "output vs reference: F8_E5M2 cache, a block size not a power of two and a window, at once"),
+    # The warp-specialised kernel (head dim 128, BF16/F16 K/V on an H100/H200).
+    "23": ("prefill, fmha (wgmma-ws)", "output vs reference: a softcap case at head dim 128, 16-bit K/V"),
+    "24": ("prefill, fmha (wgmma-ws)", "output vs reference: head dim 128, GQA with 2+ KV heads, 16-bit output"),
+    "25": ("prefill (wgmma-ws rows: pages under 32 slots or not a power of two)", "output NaN or vs reference: a sequence whose length is not a multiple of 128 (or a window)"),
+    "26": ("prefill (wgmma-ws tma: pages of 32+ slots)", "output NaN (P = 0 times a poisoned slot): a sequence ending inside a page"),
+    "27": ("prefill, fmha (wgmma-ws)", "output vs reference: causal prefill rows at head dim 128"),
 }
 
 
@@ -179,6 +185,37 @@ mutant("22-direct-three-features",
         "                                      view.window > 0\n"
         "                                  ? 1.0625f\n"
         "                                  : 1.0f);\n"))
+
+# ---- the warp-specialised sm_90a kernel (attn_sm90_ws.cu: head dim 128, 16-bit K/V) ----
+# Issue 24: since the warp-specialised kernel took head dim 128 with 16-bit
+# K/V from attn_sm90.cu, 13-17 reach attn_sm90.cu only through FP8 caches;
+# these are the same bug classes in the kernel that serves the bench shapes.
+mutant("23-ws-softcap-twice",
+       "softcap scaled twice: the warp-specialised kernel multiplies capped logits by the logit scale again in the exponent",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "      const float exp_scale = kSoftcap ? 1.f : p.a.logit_mul;\n",
+        "      const float exp_scale = p.a.logit_mul;\n"))
+mutant("24-ws-gqa-mapping",
+       "wrong GQA mapping: the warp-specialised kernel stores 16-bit output rows to head (row % group) * kv_heads + kv_head (interleaved)",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "          const int head = k.kv_head * group + row % group;\n          *reinterpret_cast<uint4*>(out",
+        "          const int head = (row % group) * static_cast<int>(view.kv.kv_heads) + k.kv_head;\n"
+        "          *reinterpret_cast<uint4*>(out"))
+mutant("25-ws-rows-past-key-hi",
+       "read past the range: the row producer copies key key_hi too instead of zero-filling it (P = 0 times a poisoned slot)",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "          const bool valid = key >= k.key_lo && key < k.key_hi;\n          const char* base",
+        "          const bool valid = key >= k.key_lo && key <= k.key_hi;\n          const char* base"))
+mutant("26-ws-tma-last-page-whole",
+       "read past seq_len: the tensor-copy producer copies a sequence's last page as a whole box (its slots past seq_len are not zero-filled)",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "      if (k0 < k.key_lo || k0 + box_rows > k.seq_len) edge_boxes |= 1u << b;",
+        "      if (k0 < k.key_lo) edge_boxes |= 1u << b;"))
+mutant("27-ws-causal-off-by-one",
+       "causal off by one: the warp-specialised kernel lets each query row see the key after it",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "          const int vis_hi = min(k.key_hi, causal ? pos + 1 : k.key_hi);",
+        "          const int vis_hi = min(k.key_hi, causal ? pos + 2 : k.key_hi);"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",
