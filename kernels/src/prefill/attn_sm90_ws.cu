@@ -71,8 +71,8 @@ namespace {
 
 // Where K/V tiles come from and how they are copied.
 enum class KvSource {
-  PagedTma,    // pages of 64+ slots: whole boxes by tensor copy from one producer warp
-  PagedRows,   // any page size: one key per producer lane, 16-byte cp.async rows
+  PagedTma,    // pages of 32+ slots (powers of two): whole boxes by tensor copy from one producer warp
+  PagedRows,   // any page size: a key's row address per producer lane, 16-byte cp.async by 16 lanes a row
   Contiguous,  // the gather's workspace (fmha): one 128-row box per tile
 };
 
