@@ -299,7 +299,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t raw_base = smem_u32(smem_raw);
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
-  unsigned char* smem = smem_raw + (q_smem - raw_base);
   const std::uint32_t k_smem = q_smem + 2 * T::kQBytes;                // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
   const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
@@ -897,11 +896,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
 }  // namespace
 
 // Tensor copies of whole pages of 32 slots and up (4 boxes per tile at
-// most); other page sizes take the row producer. H100, 8 x 2048 prefill
-// (TFLOP/s, docs/performance.md ws8): the row producer 372 at every page
-// size, block 16 as 8 boxes 366, block 64 as 2 boxes 457-469; at block 16
-// rows won at 8 x 2048, 1 x 8192 and chunked (+1.5-2.5%) and lost 1.5% at
-// 16 x 512. PAGECHECK_WS_TMA_MIN=N (a developer knob, read once) moves the
+// most); other page sizes take the row producer. H100, one call, prefill
+// TFLOP/s (docs/performance.md, session 4): the row producer 397-399 at
+// every page size at 8 x 2048, block 16 as 8 boxes 366-368, block 64 as 2
+// boxes 473-476; at block 16 the rows also win at 1 x 8192 (463 / 413) and
+// chunked (465 / 410) and tie at 16 x 512 (229). PAGECHECK_WS_TMA_MIN=N (a developer knob, read once) moves the
 // threshold for such comparisons.
 bool sm90_ws_uses_tma(int block_size) {
   static const int min_block = [] {
