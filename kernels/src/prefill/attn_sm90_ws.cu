@@ -140,6 +140,10 @@ struct WsParams {
   // The producer copies Q (query in the operand type, group divides 128, no
   // split query); otherwise the consumers load and convert it.
   std::int32_t q_tma = 0;
+  // The row producer's strides in 16-byte units ([0] K, [1] V): a row start
+  // is page * row_block + slot * row_slot + kv_head * row_head in 32 bits
+  // (caches under 64 GiB, sm90_ws_supports).
+  std::uint32_t row_block[2] = {0, 0}, row_slot[2] = {0, 0}, row_head[2] = {0, 0};
 };
 
 // One work tile: 128 query rows of one (sequence, KV head), and the key
@@ -261,29 +265,48 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
 
 // ---- producer: row copies -------------------------------------------------------------
 
-// Producer warp pw's 32 rows of a K or V tile: lanes 0-15 copy the 16
-// chunks of row 2 j, lanes 16-31 those of row 2 j + 1. `my_row` is where
-// this lane's key row (key 32 pw + lane) starts, in 16-byte units from the
-// cache's base (~0u: outside [key_lo, key_hi), zero fill); the copying
-// lanes get it by shuffle, one per copy (sm90_ws_supports keeps the row
-// producer to caches under 64 GiB). `dst_lane[q]` is this lane's byte
-// offset in the tile of row 32 pw + 2 q + lane / 16 (its chunk lane % 16,
-// swizzled); row + 8 i adds 1024 i and keeps the swizzle. Each lane
-// arrives on `full` once its own copies have landed. (docs/performance.md,
-// ws8: passing 64-bit element offsets through shared memory, read back per
-// copy, took 26 dependent instructions per 16-byte copy and held every page
-// size at 291-297 TFLOP/s on the H100; a 64-bit address by shuffle 374; this
-// form 397.)
-__device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint32_t full, const char* base,
-                                                  std::uint32_t my_row, const std::uint32_t (&dst_lane)[4], int lane) {
-  const char* chunk_base = base + (lane % 16) * 16;
+// Producer warp pw's 32 rows of a K or V tile: at step j, lanes 0-15 copy
+// the 16 chunks of row 2 j (lane j's key), lanes 16-31 those of row 2 j + 1
+// (lane 16 + j's key): lane i owns key 32 pw + 2 (i % 16) + i / 16, so the
+// shuffle's source is the immediate j within each half-warp. `my_row` is
+// where this lane's key row starts, in 16-byte units from the cache's base
+// (0 outside [key_lo, key_hi): zero fill; sm90_ws_supports keeps the row
+// producer to caches under 64 GiB). `chunk_base` is the cache's base plus
+// this lane's chunk (lane % 16) times 16 bytes. Bit j of `valid` says whether the row this lane
+// copies at step j is a real key; all ones (every tile but a sequence's or
+// a window's edge): the copy is four instructions (shuffle, the address in
+// two, cp.async). `dst_lane[q]` is this lane's byte offset in the tile of row
+// 32 pw + 2 q + lane / 16 (its chunk lane % 16, swizzled); row + 8 i adds
+// 1024 i and keeps the swizzle. Each lane arrives on `full` once its own
+// copies have landed. (docs/performance.md, ws8-ws10: 64-bit element
+// offsets through shared memory, read back per copy, took 26 dependent
+// instructions per 16-byte copy; a 32-bit row by shuffle, 8.)
+__device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint32_t full, std::uint64_t chunk_base,
+                                                  std::uint32_t my_row, std::uint32_t valid,
+                                                  const std::uint32_t (&dst_lane)[4]) {
+  std::uint32_t dst[4];
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, 2 * j + lane / 16);
-    const int src_bytes = r == ~0u ? 0 : 16;
-    const void* src = chunk_base + static_cast<std::uint64_t>(r == ~0u ? 0u : r) * 16;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(tile + dst_lane[j % 4] + (j / 4) * 1024),
-                 "l"(src), "r"(src_bytes));
+  for (int q = 0; q < 4; ++q) dst[q] = tile + dst_lane[q];
+  if (__all_sync(0xffffffffu, (valid & 0xffffu) == 0xffffu)) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 16);
+      std::uint64_t src;
+      asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[j % 4] + (j / 4) * 1024), "l"(src)
+                   : "memory");
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 16);
+      std::uint64_t src;
+      asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
+      const int src_bytes = (valid >> j) & 1u ? 16 : 0;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst[j % 4] + (j / 4) * 1024), "l"(src),
+                   "r"(src_bytes)
+                   : "memory");
+    }
   }
   cp_async_mbar_arrive_noinc(full);
 }
@@ -342,10 +365,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       if (p.q_tma) prefetch_tensor_map(&p.query_map);
     }
     const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
-    const int my_key = 32 * pw + lane;
+    const int my_key = 32 * pw + 2 * (lane % 16) + lane / 16;  // produce_tile_rows says why
     std::uint32_t dst_lane[4];  // produce_tile_rows
 #pragma unroll
     for (int q = 0; q < 4; ++q) dst_lane[q] = sw128<kBlockN>(32 * pw + 2 * q + lane / 16, lane % 16);
+    // The caches' bases plus this lane's 16-byte chunk of a row.
+    const std::uint64_t key_chunk = reinterpret_cast<std::uint64_t>(view.kv.key_data) + (lane % 16) * 16;
+    const std::uint64_t value_chunk = reinterpret_cast<std::uint64_t>(view.kv.value_data) + (lane % 16) * 16;
     std::int64_t count = 0, item = 0;
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
@@ -367,7 +393,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       }
       ++item;
       if (k.num_tiles == 0) continue;
-      const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[k.seq];
+      // This sequence's row of the block table.
+      const std::int32_t* table = T::CONTIG ? nullptr : view.kv.page_indices + view.kv.page_indptr[k.seq];
       // Tensor copies: lane b reads the page of box b, for every box with a
       // slot in [key_lo, seq_len) (whole boxes past key_hi are copied too:
       // their keys are real, S masks them); rows: each lane the page of its
@@ -379,14 +406,38 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           if (lane >= p.boxes_per_tile) return 0;
           const int k0 = kt * kBlockN + lane * p.box_rows;
           if (k0 >= k.seq_len || k0 + p.box_rows <= k.key_lo) return 0;
-          return ld_global_nc(view.kv.page_indices + table_begin + k0 / view.kv.block_size);
+          return ld_global_nc(table + k0 / view.kv.block_size);
         } else {
           const int key = kt * kBlockN + my_key;
           if (key < k.key_lo || key >= k.key_hi) return 0;
-          return ld_global_nc(view.kv.page_indices + table_begin + block_of(p.a, key));
+          return ld_global_nc(table + block_of(p.a, key));
         }
       };
-      const auto load = [&](bool value, int kt, std::int32_t page, std::int64_t c) {
+      // Rows: this lane's key row in K and in V (16-byte units; 0 outside
+      // [key_lo, key_hi)), computed once per key tile for both in 32 bits,
+      // and the warp's ballot of real keys, shifted to the rows this lane
+      // copies.
+      struct Rows {
+        std::uint32_t key = 0, value = 0, valid = 0;
+      };
+      const std::uint32_t head_k = static_cast<std::uint32_t>(k.kv_head) * p.row_head[0];
+      const std::uint32_t head_v = static_cast<std::uint32_t>(k.kv_head) * p.row_head[1];
+      const auto rows_of = [&](int kt, std::int32_t page) -> Rows {
+        Rows r;
+        if constexpr (!T::kTma) {
+          const int key = kt * kBlockN + my_key;
+          const bool valid = key >= k.key_lo && key < k.key_hi;
+          if (valid) {
+            const std::uint32_t slot = static_cast<std::uint32_t>(key - block_of(p.a, key) * view.kv.block_size);
+            const std::uint32_t pg = static_cast<std::uint32_t>(page);
+            r.key = pg * p.row_block[0] + slot * p.row_slot[0] + head_k;
+            r.value = pg * p.row_block[1] + slot * p.row_slot[1] + head_v;
+          }
+          r.valid = __ballot_sync(0xffffffffu, valid) >> (lane & 16);  // bit j: lane 16 (lane / 16) + j's key
+        }
+        return r;
+      };
+      const auto load = [&](bool value, int kt, std::int32_t page, const Rows& rows, std::int64_t c) {
         const int s = static_cast<int>(c % T::kStages);
         if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
         const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
@@ -397,27 +448,28 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           else
             produce_tile_tma<T, false>(p, tile, full, kt, page, k, lane);
         } else {
-          const int key = kt * kBlockN + my_key;
-          const bool valid = key >= k.key_lo && key < k.key_hi;
-          const char* base = static_cast<const char*>(value ? view.kv.value_data : view.kv.key_data);
-          const std::int64_t offset = !valid ? 0
-                                      : value ? kv_row_offset<T, true>(p.a, k.seq, key, page, k.kv_head)
-                                              : kv_row_offset<T, false>(p.a, k.seq, key, page, k.kv_head);
-          // Row starts are 16-byte aligned (sm90_ws_supports: strides of 8 elements).
-          produce_tile_rows(tile, full, base, valid ? static_cast<std::uint32_t>(offset / 8) : ~0u, dst_lane, lane);
+          // Two calls, not a select of the base: a selected base sat in two
+          // unpaired registers, and every address took a 64-bit add more.
+          if (value)
+            produce_tile_rows(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
+          else
+            produce_tile_rows(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
         }
       };
       std::int32_t page = load_page(k.tile_first);
       std::int32_t next_page = k.num_tiles > 1 ? load_page(k.tile_first + 1) : 0;
-      load(false, k.tile_first, page, count);
+      Rows rows = rows_of(k.tile_first, page);
+      load(false, k.tile_first, page, rows, count);
       for (int j = 1; j < k.num_tiles; ++j) {
         const std::int32_t prev_page = page;
+        const Rows prev_rows = rows;
         page = next_page;
         if (j + 1 < k.num_tiles) next_page = load_page(k.tile_first + j + 1);  // a tile ahead
-        load(false, k.tile_first + j, page, count + j);
-        load(true, k.tile_first + j - 1, prev_page, count + j - 1);
+        rows = rows_of(k.tile_first + j, page);
+        load(false, k.tile_first + j, page, rows, count + j);
+        load(true, k.tile_first + j - 1, prev_page, prev_rows, count + j - 1);
       }
-      load(true, k.tile_first + k.num_tiles - 1, page, count + k.num_tiles - 1);
+      load(true, k.tile_first + k.num_tiles - 1, page, rows, count + k.num_tiles - 1);
       count += k.num_tiles;
     }
     return;
@@ -852,6 +904,16 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
                     view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
   p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
+  if constexpr (!T::kTma) {
+    // 16-byte units; sm90_ws_supports keeps every row start of these caches
+    // under 2^32 units (and the strides multiples of 8 elements).
+    const CacheStrides* st[2] = {&view.kv.key_strides, &view.kv.value_strides};
+    for (int i = 0; i < 2; ++i) {
+      p.row_block[i] = static_cast<std::uint32_t>(st[i]->block / 8);
+      p.row_slot[i] = static_cast<std::uint32_t>(st[i]->slot / 8);
+      p.row_head[i] = static_cast<std::uint32_t>(st[i]->head / 8);
+    }
+  }
   // Sections of pairs whose K/V (at capacity) take at most half of L2.
   {
     const std::int64_t pairs = view.kv.num_seqs * view.kv.kv_heads;
@@ -929,9 +991,8 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
         st->block <= 0)
       return false;
   if (view.kv.num_blocks <= 0 || view.kv.num_blocks > INT_MAX) return false;
-  // The row producer counts a row's start in 16-byte units in 32 bits
-  // (~0u marks zero fill): caches under 64 GiB; larger ones take
-  // attn_sm90.cu's kernel.
+  // The row producer counts a row's start in 16-byte units in 32 bits:
+  // caches under 64 GiB; larger ones take attn_sm90.cu's kernel.
   if (!sm90_ws_uses_tma(view.kv.block_size)) {
     for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides}) {
       const std::int64_t last_row = (view.kv.num_blocks - 1) * st->block + (view.kv.block_size - 1) * st->slot +
