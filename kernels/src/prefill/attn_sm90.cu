@@ -74,6 +74,7 @@
 #include "prefill/attn_sm90.cuh"
 #include "common/cuda_check.cuh"
 #include "prefill/sm90_primitives.cuh"
+#include "prefill/wgmma_tile.cuh"
 
 namespace pagecheck::gpu::attn {
 namespace {
@@ -170,32 +171,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   constexpr int kDBlocks = T::DV / 8;  // n8 blocks of O
   const DeviceCaseView& view = p.view;
 
-  const std::int64_t work = blockIdx.x;
-  const std::int64_t num_seqs = view.kv.num_seqs;
-  const int kv_heads = view.kv.kv_heads;
-  const std::int64_t seq = work % num_seqs;
-  const int kv_head = static_cast<int>((work / num_seqs) % kv_heads);
-  const int tile = p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
-
+  QueryTile qt;
+  if (!block_query_tile<kBlockM>(p, qt)) return;
+  const auto& [seq, q_begin, kv_head, row0, rows_total, seq_len, pos0, min_pos, max_pos, key_lo, key_hi, table_begin] =
+      qt;
   const int group = p.group;
-  const std::int64_t q_begin = view.query_start_loc[seq];
-  const std::int64_t q_end = view.query_start_loc[seq + 1];
-  const int seq_len = view.kv.seq_lens[seq];
-  const int q_len = static_cast<int>(q_end - q_begin);
-  const int rows_total = q_len * group;
-  const int row0 = tile * kBlockM;
-  if (row0 >= rows_total) return;
-
-  const int pos0 = seq_len - q_len;
-  const int last_row = min(row0 + kBlockM, rows_total) - 1;
-  const int min_pos = pos0 + row0 / group;
-  const int max_pos = pos0 + last_row / group;
   const bool causal = view.causal;
   const std::int64_t window = view.window;
-  int key_lo = 0, key_hi = seq_len;
-  if (causal) key_hi = max(0, min(seq_len, max_pos + 1));
-  if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
-  key_lo = min(key_lo, key_hi);
   const int tile_first = key_lo / kBlockN;
   const int num_tiles = (key_hi + kBlockN - 1) / kBlockN - tile_first;
 
@@ -276,33 +258,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   // This warpgroup's 64 Q rows -> smem (operand type); rows past the
   // sequence's query are zeros.
   {
-    const DType qdt = view.query_dtype;
-    const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
-    const int qsize = qdt == DType::F32 ? 4 : 2;
+    const QTileSource qs = q_tile_source<T::kF16>(view, q_begin, kv_head, group, rows_total);
 #pragma unroll 2
     for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
       const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
-      const int row = row0 + r;
-      const bool valid = row < rows_total;
-      const std::int64_t token = q_begin + row / group;
-      const int head = kv_head * group + row % group;
-      const char* src = static_cast<const char*>(view.query) +
-                        ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
-      const std::uint32_t dst = q_smem + sw128<kBlockM>(r, chunk);
-      if (direct_copy) {
-        cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
-      } else {
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (valid) load8_as_float(qdt, src, f);
-        if (split_q) {
-          uint4 hi, lo;
-          split8<T::kF16>(f, hi, lo);
-          st_shared16(dst, hi);
-          st_shared16(dst - q_smem + q_lo_smem, lo);
-        } else {
-          st_shared16(dst, pack8<T::kF16>(f));
-        }
-      }
+      load_q_chunk<T::kF16, DK>(qs, row0 + r, chunk, q_smem + sw128<kBlockM>(r, chunk), split_q, q_lo_smem - q_smem);
     }
     cp_async_commit();
     cp_async_wait<0>();
@@ -328,21 +288,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     mbar_wait(k_full(s), parity);
     float sacc[64];
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-      const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-      wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
-    }
-    if (split_q) {  // S += Q_lo K^T
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; ++kk) {
-        const std::uint64_t da =
-            smem_desc(q_lo_smem + wg * 64 * 128 + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-        const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-        wgmma_ss<T::kF16>(sacc, da, db, true);
-      }
-    }
+    issue_qk<T::kF16, kBlockM, kBlockN>(sacc, q_wg, q_lo_smem + wg * 64 * 128, ks, split_q);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(sacc);
@@ -354,71 +300,15 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     const int n0 = kt * kBlockN;
     const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
                            (window > 0 && n0 <= max_pos - window);
-    if (need_mask) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int pos = pos0 + (row0 + wg_row + g + 8 * h) / group;
-        const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);
-        const int vis_lo =
-            window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
-#pragma unroll
-        for (int nb = 0; nb < 16; ++nb)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = n0 + nb * 8 + 2 * t + e;
-            if (key < vis_lo || key >= vis_hi) sacc[nb * 4 + 2 * h + e] = -INFINITY;
-          }
-      }
-    }
-
-    // Online softmax over this thread's two rows (g, g + 8).
+    if (need_mask) mask_tile(sacc, n0, t, row0 + wg_row + g, pos0, group, key_lo, key_hi, causal, window);
     float alphas[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
-      const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
-      const float alpha = fast_exp2(m[h] - ref);
-      m[h] = m_new;
-      float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-      for (int nb = 0; nb < 16; ++nb) {
-        sacc[nb * 4 + 2 * h] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h], exp_scale, -ref));
-        sacc[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h + 1], exp_scale, -ref));
-        sum_a += sacc[nb * 4 + 2 * h];
-        sum_b += sacc[nb * 4 + 2 * h + 1];
-      }
-      l[h] = l[h] * alpha + (sum_a + sum_b);
-      alphas[h] = alpha;
-    }
-    if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
-#pragma unroll
-      for (int d = 0; d < kDBlocks; ++d) {
-        o[d * 4 + 0] *= alphas[0];
-        o[d * 4 + 1] *= alphas[0];
-        o[d * 4 + 2] *= alphas[1];
-        o[d * 4 + 3] *= alphas[1];
-      }
-    }
-
-    // P (registers, operand type) in the A-fragment layout: k-step kk holds
-    // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
+    softmax_rows(sacc, m, l, alphas, exp_scale);
+    rescale_o(o, alphas);
     std::uint32_t pa[kBlockN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-      pa[kk][1] = pack2<T::kF16>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-      pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-      pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-    }
-    // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
-    // leading byte offset = the second 64-dim column half, stride = 8 keys.
+    pack_p<T::kF16, kBlockN>(sacc, pa);
     mbar_wait(v_full(s), parity);
     wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBlockN / 16; ++kk) {
-      const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
-      wgmma_rs<T::kF16>(o, pa[kk], dv);
-    }
+    issue_pv<T::kF16, kBlockN>(o, pa, vs);
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
@@ -428,9 +318,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float sum = l[h];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float sum = row_sum(l[h]);
     const int row = row0 + wg_row + g + 8 * h;
     if (row >= rows_total) continue;
     const float inv = sum > 0.f ? p.out_scale / sum : 0.f;
@@ -442,7 +330,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
              o[d * 4 + 2 * h + 1] * inv);
     if (view.lse != nullptr && t == 0)
-      view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+      view.lse[token * view.q_heads + head] = row_lse(m[h], sum);
   }
 #endif  // PAGECHECK_SM90A_DEVICE
 }

@@ -65,6 +65,7 @@
 #include "prefill/attn_sm90.cuh"
 #include "common/cuda_check.cuh"
 #include "prefill/sm90_primitives.cuh"
+#include "prefill/wgmma_tile.cuh"
 
 namespace pagecheck::gpu::attn {
 namespace {
@@ -146,16 +147,10 @@ struct WsParams {
   std::uint32_t row_block[2] = {0, 0}, row_slot[2] = {0, 0}, row_head[2] = {0, 0};
 };
 
-// One work tile: 128 query rows of one (sequence, KV head), and the key
-// range they see. Producer and consumers decode the same sequence of these.
-struct Work {
-  std::int64_t seq = 0;
-  std::int64_t q_begin = 0;
-  int kv_head = 0;
-  int row0 = 0, rows_total = 0;
-  int seq_len = 0;
-  int pos0 = 0, min_pos = 0, max_pos = 0;
-  int key_lo = 0, key_hi = 0;
+// One work tile: 128 query rows of one (sequence, KV head), the key range
+// they see (prefill_common.cuh's QueryTile) and its key tiles. Producer
+// and consumers decode the same sequence of these.
+struct Work : QueryTile {
   int tile_first = 0, num_tiles = 0;
 };
 
@@ -166,9 +161,8 @@ struct Work {
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, Work& k) {
   const AttnParams& p = wp.a;
-  const DeviceCaseView& view = p.view;
-  const std::int64_t num_seqs = view.kv.num_seqs;
-  const std::int64_t pairs = num_seqs * view.kv.kv_heads;
+  const std::int64_t num_seqs = p.view.kv.num_seqs;
+  const std::int64_t pairs = num_seqs * p.view.kv.kv_heads;
   const std::int64_t per_section = static_cast<std::int64_t>(wp.pairs_per_section) * p.tiles_per_seq;
   const std::int64_t section = w / per_section;
   const std::int64_t first_pair = section * wp.pairs_per_section;
@@ -176,25 +170,7 @@ __device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, 
   const std::int64_t local = w - section * per_section;
   const std::int64_t pair = first_pair + local % n;
   const int tile = p.tiles_per_seq - 1 - static_cast<int>(local / n);
-  k.seq = pair % num_seqs;
-  k.kv_head = static_cast<int>(pair / num_seqs);
-  k.q_begin = view.query_start_loc[k.seq];
-  const int q_len = static_cast<int>(view.query_start_loc[k.seq + 1] - k.q_begin);
-  const int seq_len = view.kv.seq_lens[k.seq];
-  k.seq_len = seq_len;
-  k.rows_total = q_len * p.group;
-  k.row0 = tile * kBlockM;
-  if (k.row0 >= k.rows_total) return false;
-  k.pos0 = seq_len - q_len;
-  const int last_row = min(k.row0 + kBlockM, k.rows_total) - 1;
-  k.min_pos = k.pos0 + k.row0 / p.group;
-  k.max_pos = k.pos0 + last_row / p.group;
-  k.key_lo = 0;
-  k.key_hi = seq_len;
-  if (view.causal) k.key_hi = max(0, min(seq_len, k.max_pos + 1));
-  if (view.window > 0)
-    k.key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), k.min_pos - view.window + 1));
-  k.key_lo = min(k.key_lo, k.key_hi);
+  if (!query_tile<kBlockM>(p, pair % num_seqs, static_cast<int>(pair / num_seqs), tile, k)) return false;
   k.tile_first = k.key_lo / kBlockN;
   k.num_tiles = (k.key_hi + kBlockN - 1) / kBlockN - k.tile_first;
   return true;
@@ -513,33 +489,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     } else {
       // This warpgroup's 64 Q rows -> smem (operand type); rows past the
       // sequence's query are zeros. Its previous S GEMMs have completed.
-      const DType qdt = view.query_dtype;
-      const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
-      const int qsize = qdt == DType::F32 ? 4 : 2;
+      const QTileSource qs = q_tile_source<T::kF16>(view, k.q_begin, k.kv_head, group, k.rows_total);
 #pragma unroll 2
       for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
         const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
-        const int row = k.row0 + r;
-        const bool valid = row < k.rows_total;
-        const std::int64_t token = k.q_begin + row / group;
-        const int head = k.kv_head * group + row % group;
-        const char* src = static_cast<const char*>(view.query) +
-                          ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
-        const std::uint32_t dst = q_smem + q_buf * T::kQBytes + sw128<kBlockM>(r, chunk);
-        if (direct_copy) {
-          cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
-        } else {
-          float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          if (valid) load8_as_float(qdt, src, f);
-          if (split_q) {
-            uint4 hi, lo;
-            split8<T::kF16>(f, hi, lo);
-            st_shared16(dst, hi);
-            st_shared16(dst + T::kQBytes, lo);  // buffer 0 -> buffer 1
-          } else {
-            st_shared16(dst, pack8<T::kF16>(f));
-          }
-        }
+        load_q_chunk<T::kF16, DK>(qs, k.row0 + r, chunk, q_smem + q_buf * T::kQBytes + sw128<kBlockM>(r, chunk),
+                                  split_q, T::kQBytes);  // buffer 0 -> buffer 1
       }
       cp_async_commit();
       cp_async_wait<0>();
@@ -553,29 +508,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
-#pragma unroll
-      for (int kk = 0; kk < DK / 16; ++kk) {
-        const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-        const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-        wgmma_ss<T::kF16>(sacc, da, db, kk > 0);
-      }
-      if (split_q) {  // S += Q_lo K^T
-#pragma unroll
-        for (int kk = 0; kk < DK / 16; ++kk) {
-          const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kBlockM * 128) + (kk & 3) * 32, 16, 1024);
-          const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kBlockN * 128) + (kk & 3) * 32, 16, 1024);
-          wgmma_ss<T::kF16>(sacc, da, db, true);
-        }
-      }
+      issue_qk<T::kF16, kBlockM, kBlockN>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
-    // O += P V: 8 k-steps of 16 keys; V is MN-major (dims contiguous):
-    // leading byte offset = the second 64-dim column half, stride = 8 keys.
-    const auto issue_pv = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kBlockN * 128, 1024);
-        wgmma_rs<T::kF16>(o, pa[kk], dv);
-      }
+    const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
+      issue_pv<T::kF16, kBlockN>(o, pa, vs);
     };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
@@ -594,53 +530,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const int n0 = kt * kBlockN;
       const bool need_mask = n0 + kBlockN > k.key_hi || n0 < k.key_lo ||
                              (causal && n0 + kBlockN - 1 > k.min_pos) || (window > 0 && n0 <= k.max_pos - window);
-      if (need_mask) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int pos = k.pos0 + (k.row0 + wg_row + g + 8 * h) / group;
-          const int vis_hi = min(k.key_hi, causal ? pos + 1 : k.key_hi);
-          const int vis_lo =
-              window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(k.key_lo), pos - window + 1)) : k.key_lo;
-          // Key n0 + 2 t + c with c = 8 nb + e: compared as c against
-          // bounds relative to n0 + 2 t, so c stays an immediate.
-          const int lo_rel = vis_lo - (n0 + 2 * t), hi_rel = vis_hi - (n0 + 2 * t);
-#pragma unroll
-          for (int nb = 0; nb < 16; ++nb)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int c = nb * 8 + e;
-              if (c < lo_rel || c >= hi_rel) sacc[nb * 4 + 2 * h + e] = -INFINITY;
-            }
-        }
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float m_new = fmaxf(m[h], row_max(sacc, h) * exp_scale);
-        const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
-        const float alpha = fast_exp2(m[h] - ref);
-        m[h] = m_new;
-        float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < 16; ++nb) {
-          sacc[nb * 4 + 2 * h] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h], exp_scale, -ref));
-          sacc[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(sacc[nb * 4 + 2 * h + 1], exp_scale, -ref));
-          sum_a += sacc[nb * 4 + 2 * h];
-          sum_b += sacc[nb * 4 + 2 * h + 1];
-        }
-        l[h] = l[h] * alpha + (sum_a + sum_b);
-        alphas[h] = alpha;
-      }
+      if (need_mask)
+        mask_tile(sacc, n0, t, k.row0 + wg_row + g, k.pos0, group, k.key_lo, k.key_hi, causal, window);
+      softmax_rows(sacc, m, l, alphas, exp_scale);
     };
-    // P (registers, operand type) in the A-fragment layout: k-step kk holds
-    // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
     const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
-#pragma unroll
-      for (int kk = 0; kk < kBlockN / 16; ++kk) {
-        pa[kk][0] = pack2<T::kF16>(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-        pa[kk][1] = pack2<T::kF16>(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-        pa[kk][2] = pack2<T::kF16>(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-        pa[kk][3] = pack2<T::kF16>(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-      }
+      pack_p<T::kF16, kBlockN>(sacc, pa);
     };
 
     const auto run_tiles = [&](auto softcap_c) {
@@ -674,7 +569,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_commit();
         mbar_wait(v_full(sp), static_cast<int>(((c - 1) / T::kStages) & 1));
         landed();
-        issue_pv(pa, v_smem + sp * T::kTileBytes);
+        issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
@@ -687,15 +582,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         fence_regs(sacc);
         fence_regs_u(pa);
         release(v_empty(sp));
-        if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
-#pragma unroll
-          for (int d = 0; d < kDBlocks; ++d) {
-            o[d * 4 + 0] *= alphas[0];
-            o[d * 4 + 1] *= alphas[0];
-            o[d * 4 + 2] *= alphas[1];
-            o[d * 4 + 3] *= alphas[1];
-          }
-        }
+        rescale_o(o, alphas);
         to_operand(sacc, pa);
       }
       // P V of the last tile.
@@ -706,7 +593,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         landed();
         turn_sync();
         wgmma_fence();
-        issue_pv(pa, v_smem + sp * T::kTileBytes);
+        issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<0>();
@@ -733,15 +620,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     float inv[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float sum = l[h];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const float sum = row_sum(l[h]);
       inv[h] = sum > 0.f ? p.a.out_scale / sum : 0.f;
       const int row = k.row0 + wg_row + g + 8 * h;
       if (view.lse != nullptr && t == 0 && row < k.rows_total) {
         const std::int64_t token = k.q_begin + row / group;
         const int head = k.kv_head * group + row % group;
-        view.lse[token * view.q_heads + head] = sum > 0.f ? (m[h] + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+        view.lse[token * view.q_heads + head] = row_lse(m[h], sum);
       }
     }
     const DType odt = view.output_dtype;

@@ -187,6 +187,63 @@ __device__ __forceinline__ void load8_as_float(DType dtype, const void* src, flo
   }
 }
 
+// One 16-byte chunk (8 dims) of query row `row` of a work tile into shared
+// memory at `dst`, in the operand type (kF16: F16, else BF16): row r holds
+// token q_begin + r / group, query head kv_head * group + r % group; rows at
+// or past rows_total are zeros. A query already in the operand type is
+// copied by cp.async (the caller commits and waits); others are widened and
+// rounded, and with split_q also split into hi (at dst) and lo (at
+// dst + lo_offset).
+struct QTileSource {
+  const void* query = nullptr;
+  DType dtype = DType::BF16;
+  bool direct_copy = false;  // the query is in the operand type already
+  int elem_bytes = 2;
+  std::int64_t q_heads = 0;
+  std::int64_t q_begin = 0;
+  int kv_head = 0;
+  int group = 1;
+  int rows_total = 0;
+};
+template <bool kF16>
+__device__ __forceinline__ QTileSource q_tile_source(const DeviceCaseView& view, std::int64_t q_begin, int kv_head,
+                                                     int group, int rows_total) {
+  QTileSource q;
+  q.query = view.query;
+  q.dtype = view.query_dtype;
+  q.direct_copy = (q.dtype == DType::BF16 && !kF16) || (q.dtype == DType::F16 && kF16);
+  q.elem_bytes = q.dtype == DType::F32 ? 4 : 2;
+  q.q_heads = view.q_heads;
+  q.q_begin = q_begin;
+  q.kv_head = kv_head;
+  q.group = group;
+  q.rows_total = rows_total;
+  return q;
+}
+template <bool kF16, int kDims>
+__device__ __forceinline__ void load_q_chunk(const QTileSource& q, int row, int chunk, std::uint32_t dst,
+                                             bool split_q, std::uint32_t lo_offset) {
+  const bool valid = row < q.rows_total;
+  const std::int64_t token = q.q_begin + row / q.group;
+  const int head = q.kv_head * q.group + row % q.group;
+  const char* src = static_cast<const char*>(q.query) +
+                    ((token * q.q_heads + head) * kDims + chunk * 8) * static_cast<std::int64_t>(q.elem_bytes);
+  if (q.direct_copy) {
+    cp_async16(dst, valid ? src : static_cast<const char*>(q.query), valid);
+  } else {
+    float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (valid) load8_as_float(q.dtype, src, f);
+    if (split_q) {
+      uint4 hi, lo;
+      split8<kF16>(f, hi, lo);
+      st_shared16(dst, hi);
+      st_shared16(dst + lo_offset, lo);
+    } else {
+      st_shared16(dst, pack8<kF16>(f));
+    }
+  }
+}
+
 // Sixteen FP8 values (one 16-byte load) into two 16-byte BF16 chunks. Exact:
 // every E4M3/E5M2 value is representable in F16 and then in BF16.
 template <KvKind KV>
@@ -297,6 +354,68 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// One query tile of the prefill kernels (this file's, attn_sm90.cu's and
+// attn_sm90_ws.cu's): rows row0 .. row0 + kBlockM - 1 of (sequence seq, KV
+// head kv_head), row r being token q_begin + r / group and query head
+// kv_head * group + r % group, and the keys [key_lo, key_hi) that some row
+// of it sees (causal: up to the last row's position; window: from the first
+// row's). Positions are absolute: token j of the query is at pos0 + j.
+struct QueryTile {
+  std::int64_t seq = 0;
+  std::int64_t q_begin = 0;
+  int kv_head = 0;
+  int row0 = 0, rows_total = 0;
+  int seq_len = 0;
+  int pos0 = 0, min_pos = 0, max_pos = 0;
+  int key_lo = 0, key_hi = 0;
+  std::int64_t table_begin = 0;  // the sequence's first block-table entry (query_tile<.., true>)
+};
+
+// Tile `tile` of (seq, kv_head); false when it holds no row of its
+// sequence (a shorter query than the batch's longest). kTable: also the
+// sequence's first block-table entry, loaded beside the other per-sequence
+// values so that the latencies overlap.
+template <int kBlockM, bool kTable = false>
+__device__ __forceinline__ bool query_tile(const AttnParams& p, std::int64_t seq, int kv_head, int tile,
+                                           QueryTile& k) {
+  const DeviceCaseView& view = p.view;
+  k.seq = seq;
+  k.kv_head = kv_head;
+  k.q_begin = view.query_start_loc[seq];
+  const std::int64_t q_end = view.query_start_loc[seq + 1];
+  const int seq_len = view.kv.seq_lens[seq];
+  if constexpr (kTable) k.table_begin = view.kv.page_indptr[seq];
+  const int q_len = static_cast<int>(q_end - k.q_begin);
+  k.seq_len = seq_len;
+  k.rows_total = q_len * p.group;
+  k.row0 = tile * kBlockM;
+  if (k.row0 >= k.rows_total) return false;
+  k.pos0 = seq_len - q_len;
+  const int last_row = min(k.row0 + kBlockM, k.rows_total) - 1;
+  k.min_pos = k.pos0 + k.row0 / p.group;
+  k.max_pos = k.pos0 + last_row / p.group;
+  k.key_lo = 0;
+  k.key_hi = seq_len;
+  if (view.causal) k.key_hi = max(0, min(seq_len, k.max_pos + 1));
+  if (view.window > 0)
+    k.key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), k.min_pos - view.window + 1));
+  k.key_lo = min(k.key_lo, k.key_hi);
+  return true;
+}
+
+// The one-CTA-per-tile kernels' work order: block w is tile
+// tiles_per_seq - 1 - w / (num_seqs * kv_heads) (heaviest first: the latest
+// tokens see the most keys under causal masking) of sequence
+// w % num_seqs, KV head (w / num_seqs) % kv_heads.
+template <int kBlockM, bool kTable = false>
+__device__ __forceinline__ bool block_query_tile(const AttnParams& p, QueryTile& k) {
+  const std::int64_t work = blockIdx.x;
+  const std::int64_t num_seqs = p.view.kv.num_seqs;
+  const int kv_heads = p.view.kv.kv_heads;
+  return query_tile<kBlockM, kTable>(p, work % num_seqs, static_cast<int>((work / num_seqs) % kv_heads),
+                             p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads)), k);
+}
+
 // ---- the kernel -------------------------------------------------------------
 
 template <class T>
@@ -307,35 +426,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   constexpr int kDBlocks = DV / 8;       // n8 blocks of O
   const DeviceCaseView& view = p.view;
 
+  QueryTile qt;
+  if (!block_query_tile<kBlockM, !T::CONTIG>(p, qt)) return;
   // Heaviest tiles (latest tokens: most keys under causal masking) first.
-  const std::int64_t work = blockIdx.x;
-  const std::int64_t num_seqs = view.kv.num_seqs;
-  const int kv_heads = view.kv.kv_heads;
-  const std::int64_t seq = work % num_seqs;
-  const int kv_head = static_cast<int>((work / num_seqs) % kv_heads);
-  const int tile = p.tiles_per_seq - 1 - static_cast<int>(work / (num_seqs * kv_heads));
-
+  const auto& [seq, q_begin, kv_head, row0, rows_total, seq_len, pos0, min_pos, max_pos, key_lo, key_hi, table_begin] =
+      qt;
   const int group = p.group;
-  // Independent loads first, so their latencies overlap.
-  const std::int64_t q_begin = view.query_start_loc[seq];
-  const std::int64_t q_end = view.query_start_loc[seq + 1];
-  const int seq_len = view.kv.seq_lens[seq];
-  const std::int64_t table_begin = T::CONTIG ? 0 : view.kv.page_indptr[seq];
-  const int q_len = static_cast<int>(q_end - q_begin);
-  const int rows_total = q_len * group;
-  const int row0 = tile * kBlockM;
-  if (row0 >= rows_total) return;
-
-  const int pos0 = seq_len - q_len;  // absolute position of query token 0
-  const int last_row = min(row0 + kBlockM, rows_total) - 1;
-  const int min_pos = pos0 + row0 / group;
-  const int max_pos = pos0 + last_row / group;
   const bool causal = view.causal;
   const std::int64_t window = view.window;
-  int key_lo = 0, key_hi = seq_len;
-  if (causal) key_hi = max(0, min(seq_len, max_pos + 1));
-  if (window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), min_pos - window + 1));
-  key_lo = min(key_lo, key_hi);
   const int tile_first = key_lo / kBlockN;
   const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
 
@@ -373,32 +471,10 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
 
   // Q tile -> smem (operand type), rows past the sequence's query are zeros.
   {
-    const DType qdt = view.query_dtype;
-    const bool direct_copy = (qdt == DType::BF16 && !T::kF16) || (qdt == DType::F16 && T::kF16);
-    const int qsize = qdt == DType::F32 ? 4 : 2;
+    const QTileSource qs = q_tile_source<T::kF16>(view, q_begin, kv_head, group, rows_total);
     for (int i = threadIdx.x; i < kBlockM * T::kChunksK; i += T::kThreads) {
       const int r = i / T::kChunksK, chunk = i % T::kChunksK;
-      const int row = row0 + r;
-      const bool valid = row < rows_total;
-      const std::int64_t token = q_begin + row / group;
-      const int head = kv_head * group + row % group;
-      const char* src = static_cast<const char*>(view.query) +
-                        ((token * view.q_heads + head) * DK + chunk * 8) * static_cast<std::int64_t>(qsize);
-      const std::uint32_t dst = q_smem + swz<T::kChunksK>(r, chunk);
-      if (direct_copy) {
-        cp_async16(dst, valid ? src : static_cast<const char*>(view.query), valid);
-      } else {
-        float f[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        if (valid) load8_as_float(qdt, src, f);
-        if (split_q) {
-          uint4 hi, lo;
-          split8<T::kF16>(f, hi, lo);
-          st_shared16(dst, hi);
-          st_shared16(dst - q_smem + q_lo_smem, lo);
-        } else {
-          st_shared16(dst, pack8<T::kF16>(f));
-        }
-      }
+      load_q_chunk<T::kF16, DK>(qs, row0 + r, chunk, q_smem + swz<T::kChunksK>(r, chunk), split_q, q_lo_smem - q_smem);
     }
     cp_async_commit();
   }

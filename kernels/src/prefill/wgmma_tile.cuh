@@ -1,0 +1,138 @@
+// One consumer warpgroup's step over a key tile, shared by the two wgmma
+// attention kernels (attn_sm90.cu, attn_sm90_ws.cu): S = Q K^T for the
+// warpgroup's 64 query rows against 128 keys, the mask, the online softmax
+// of this thread's two rows (g and g + 8 of its warp's 16), P packed into
+// the A-operand registers, and O += P V. The kernels differ in how K/V
+// arrive and who waits for what; the arithmetic is this one copy.
+// Accumulator layout (wgmma m64nNk16, F32): this thread holds, for n8 block
+// nb, s[nb * 4 + 2 h + e] = row g + 8 h, key 8 nb + 2 t + e (t = lane % 4).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "prefill/prefill_common.cuh"
+#include "prefill/sm90_primitives.cuh"
+
+namespace pagecheck::gpu::attn {
+
+// S = Q K^T (or S += Q_lo K^T after it for a split query): 8 k-steps of 16
+// dims over 128-byte swizzled Q (kRowsQ rows a column half) and K (kKeys).
+template <bool kF16, int kRowsQ, int kKeys>
+__device__ __forceinline__ void issue_qk(float (&s)[64], std::uint32_t q_wg, std::uint32_t q_lo_wg, std::uint32_t ks,
+                                         bool split_q) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
+    const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
+    wgmma_ss<kF16>(s, da, db, kk > 0);
+  }
+  if (split_q) {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
+      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
+      wgmma_ss<kF16>(s, da, db, true);
+    }
+  }
+}
+
+// O += P V: k-steps of 16 keys; V is MN-major (dims contiguous): leading
+// byte offset = the second 64-dim column half, stride = 8 keys.
+template <bool kF16, int kKeys>
+__device__ __forceinline__ void issue_pv(float (&o)[64], const std::uint32_t (&pa)[kKeys / 16][4], std::uint32_t vs) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kKeys * 128, 1024);
+    wgmma_rs<kF16>(o, pa[kk], dv);
+  }
+}
+
+// The mask of key tile n0 for this thread's rows (first_row and
+// first_row + 8 of a work tile): row r (token pos0 + r / group) sees keys
+// [max(key_lo, pos - window + 1), min(key_hi, pos + 1)) (causal; without
+// causal up to key_hi; without a window from key_lo); the others become
+// -inf. Key n0 + 2 t + c with c = 8 nb + e is compared as c against bounds
+// relative to n0 + 2 t, so c stays an immediate. (Computing both rows'
+// bounds first and masking after rescheduled a fifth of the ws kernel's
+// SASS; this order leaves it as it was.)
+__device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int first_row, int pos0, int group,
+                                          int key_lo, int key_hi, bool causal, std::int64_t window) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int pos = pos0 + (first_row + 8 * h) / group;
+    const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);
+    const int vis_lo = window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
+    const int lo_rel = vis_lo - (n0 + 2 * t), hi_rel = vis_hi - (n0 + 2 * t);
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = nb * 8 + e;
+        if (c < lo_rel || c >= hi_rel) s[nb * 4 + 2 * h + e] = -INFINITY;
+      }
+  }
+}
+
+// Online softmax of this thread's two rows: S (scaled by exp_scale, base 2)
+// becomes unnormalised P in place, m and l are updated, alphas receive O's
+// rescale factors.
+__device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], float (&l)[2], float (&alphas)[2],
+                                             float exp_scale) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = fmaxf(m[h], row_max(s, h) * exp_scale);
+    const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
+    const float alpha = fast_exp2(m[h] - ref);
+    m[h] = m_new;
+    float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+      s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
+      s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
+      sum_a += s[nb * 4 + 2 * h];
+      sum_b += s[nb * 4 + 2 * h + 1];
+    }
+    l[h] = l[h] * alpha + (sum_a + sum_b);
+    alphas[h] = alpha;
+  }
+}
+
+// O's rows times their rescale factors, skipped when no row of the warp moved.
+__device__ __forceinline__ void rescale_o(float (&o)[64], const float (&alphas)[2]) {
+  if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < 16; ++d) {
+      o[d * 4 + 0] *= alphas[0];
+      o[d * 4 + 1] *= alphas[0];
+      o[d * 4 + 2] *= alphas[1];
+      o[d * 4 + 3] *= alphas[1];
+    }
+  }
+}
+
+// P (registers, operand type) in the A-fragment layout: k-step kk holds
+// keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
+template <bool kF16, int kKeys>
+__device__ __forceinline__ void pack_p(const float (&s)[64], std::uint32_t (&pa)[kKeys / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
+    pa[kk][0] = pack2<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = pack2<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack2<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack2<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+// A row's output scale (out_scale / its sum over the four lanes of the row,
+// 0 for a row that saw no key) and its LSE (natural log), from m (base 2)
+// and the thread's partial sum l.
+__device__ __forceinline__ float row_sum(float l) {
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  return l + __shfl_xor_sync(0xffffffffu, l, 2);
+}
+__device__ __forceinline__ float row_lse(float m, float sum) {
+  return sum > 0.f ? (m + log2f(sum)) * 0.6931471805599453f : -INFINITY;
+}
+
+}  // namespace pagecheck::gpu::attn
