@@ -20,8 +20,8 @@ import sys
 
 # "kernel" takes every axis value (the reference and --kernel libraries): no
 # built-in path; a case of that family alone must be n/a on every GPU path.
-FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "prefill": {"prefill"}, "prefill-wgmma": {"prefill"},
-                "fmha": {"fmha"}, "kernel": set()}
+FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"direct", "split", "auto"},
+                "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set()}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
 

@@ -290,12 +290,13 @@ TEST_CASE("sinks: the generator draws them from their own stream; reduce keeps t
   CHECK(kept.sinks == std::vector<float>{with.sinks[3]});
 }
 
-TEST_CASE("sinks: the built-in GPU paths report them n/a, naming the feature") {
+TEST_CASE("sinks: the decode paths take them; prefill and fmha report them n/a, naming the feature") {
   SyntheticSpec spec = small_spec();
   CHECK(builtin_feature_refusal(generate(spec), "split").empty());
   spec.sinks = true;
   const Case c = generate(spec);
-  for (const char* path : {"direct", "split", "auto", "prefill", "fmha"}) {
+  for (const char* path : {"direct", "split", "auto"}) CHECK_MESSAGE(builtin_feature_refusal(c, path).empty(), path);
+  for (const char* path : {"prefill", "fmha"}) {
     const std::string why = builtin_feature_refusal(c, path);
     CHECK_MESSAGE((contains(why, "attention sinks") && contains(why, path)), why);
   }
@@ -422,7 +423,7 @@ TEST_CASE("alibi: the slopes of BLOOM and MPT") {
   CHECK(alibi_slopes(1) == std::vector<float>{std::exp2(-8.0f)});
 }
 
-TEST_CASE("alibi: round trip, bad input, the generator, n/a on built-in paths, the ABI") {
+TEST_CASE("alibi: round trip, bad input, the generator, taken by decode and n/a on prefill and fmha, the ABI") {
   SyntheticSpec spec = small_spec();
   spec.alibi = true;
   spec.sinks = true;  // both at once
@@ -468,7 +469,9 @@ TEST_CASE("alibi: round trip, bad input, the generator, n/a on built-in paths, t
 
   Case alibi_only = c;
   alibi_only.sinks.clear();
-  for (const char* path : {"direct", "split", "prefill"}) {
+  for (const char* path : {"direct", "split", "auto"})
+    CHECK_MESSAGE(builtin_feature_refusal(alibi_only, path).empty(), path);
+  for (const char* path : {"prefill", "fmha"}) {
     const std::string reason = builtin_feature_refusal(alibi_only, path);
     CHECK_MESSAGE((contains(reason, "ALiBi") && contains(reason, path)), reason);
   }

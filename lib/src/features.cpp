@@ -10,8 +10,11 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
                        "them, take them)",
                        feature, path);
   };
-  if (c.has_sinks()) return refuse("attention sinks");
-  if (c.has_alibi()) return refuse("ALiBi slopes");
+  // The decode paths (direct, split, auto) take sinks and ALiBi
+  // (kernels/src/decode/, docs/gpu-paths.md); prefill and fmha not yet.
+  const bool decode = path == "direct" || path == "split" || path == "auto";
+  if (c.has_sinks() && !decode) return refuse("attention sinks");
+  if (c.has_alibi() && !decode) return refuse("ALiBi slopes");
   if (c.has_latent()) return refuse("latent (MLA) caches");
   return {};
 }

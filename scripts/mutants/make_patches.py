@@ -2,7 +2,12 @@
 """Writes scripts/mutants/NN-name.patch from the table below: each mutant is
 one (file, old text, new text) edit of HEAD, old text occurring exactly once.
 Run from the repository root after a kernel change moved the text, then check
-the patches with scripts/mutants/build.sh. MUTANTS.md explains each one."""
+the patches with scripts/mutants/build.sh. MUTANTS.md explains each one.
+
+usage: make_patches.py [--worktree] [NN ...]
+  NN ...      only these mutants (the table in MUTANTS.md is then left alone)
+  --worktree  edit the working tree's files instead of HEAD's: for a kernel
+              change not committed yet, whose patches must apply once it is"""
 import difflib
 import pathlib
 import subprocess
@@ -45,6 +50,10 @@ EXPECT = {
     "25": ("prefill (wgmma-ws rows: pages under 32 slots or not a power of two)", "output NaN or vs reference: a sequence whose length is not a multiple of 128 (or a window)"),
     "26": ("prefill (wgmma-ws tma: pages of 32+ slots)", "output NaN (P = 0 times a poisoned slot): a sequence ending inside a page"),
     "27": ("prefill, fmha (wgmma-ws)", "output vs reference: causal prefill rows at head dim 128"),
+    # Issue 23's logit features in the decode paths.
+    "28": ("split, auto", "output and LSE vs reference: a sink case of 2+ active partitions (the device check's split:64 plan; the default plan's where a context passes one partition)"),
+    "29": ("direct, auto", "LSE vs reference: a sink case whose sink is not negligible next to its row (short contexts)"),
+    "30": ("direct, split, auto", "output vs reference: any ALiBi decode case past one key"),
 }
 
 
@@ -133,10 +142,10 @@ mutant("13-sm90-softcap-twice",
         "  const float exp_scale = has_softcap ? 1.f : p.logit_mul;\n  const std::uint32_t q_wg",
         "  const float exp_scale = p.logit_mul;\n  const std::uint32_t q_wg"))
 mutant("14-sm90-gqa-mapping",
-       "wrong GQA mapping: the wgmma kernel loads Q of head (row % group) * kv_heads + kv_head (interleaved) but stores grouped",
+       "wrong GQA mapping: the wgmma kernel stores output rows to head (row % group) * kv_heads + kv_head (interleaved) while Q is loaded grouped",
        ("kernels/src/prefill/attn_sm90.cu",
-        "      const int head = kv_head * group + row % group;\n      const char* src",
-        "      const int head = (row % group) * kv_heads + kv_head;\n      const char* src"))
+        "    const int head = kv_head * group + row % group;\n    const std::int64_t out_row",
+        "    const int head = (row % group) * static_cast<int>(view.kv.kv_heads) + kv_head;\n    const std::int64_t out_row"))
 mutant("15-sm90-read-past-seq-len",
        "read past seq_len: the wgmma producer loads key seq_len too (its slot is not zero-filled; P = 0 times NaN)",
        ("kernels/src/prefill/attn_sm90.cu",
@@ -204,18 +213,35 @@ mutant("24-ws-gqa-mapping",
 mutant("25-ws-rows-past-key-hi",
        "read past the range: the row producer copies key key_hi too instead of zero-filling it (P = 0 times a poisoned slot)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
-        "          const bool valid = key >= k.key_lo && key < k.key_hi;\n          const char* base",
-        "          const bool valid = key >= k.key_lo && key <= k.key_hi;\n          const char* base"))
+        "          const bool valid = key >= k.key_lo && key < k.key_hi;\n          if (valid) {",
+        "          const bool valid = key >= k.key_lo && key <= k.key_hi;\n          if (valid) {"))
 mutant("26-ws-tma-last-page-whole",
        "read past seq_len: the tensor-copy producer copies a sequence's last page as a whole box (its slots past seq_len are not zero-filled)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
         "      if (k0 < k.key_lo || k0 + box_rows > k.seq_len) edge_boxes |= 1u << b;",
         "      if (k0 < k.key_lo) edge_boxes |= 1u << b;"))
 mutant("27-ws-causal-off-by-one",
-       "causal off by one: the warp-specialised kernel lets each query row see the key after it",
-       ("kernels/src/prefill/attn_sm90_ws.cu",
-        "          const int vis_hi = min(k.key_hi, causal ? pos + 1 : k.key_hi);",
-        "          const int vis_hi = min(k.key_hi, causal ? pos + 2 : k.key_hi);"))
+       "causal off by one: the wgmma kernels' tile mask (wgmma_tile.cuh) lets each query row see the key after it",
+       ("kernels/src/prefill/wgmma_tile.cuh",
+        "    const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);",
+        "    const int vis_hi = min(key_hi, causal ? pos + 2 : key_hi);"))
+
+# ---- issue 23: attention sinks and ALiBi in decode (decode_split.cu, decode_common.cuh)
+mutant("28-split-sink-per-partition",
+       "sink counted per partition: the merge adds the sink's 2^(sink - max) once for every active partition instead of once",
+       ("kernels/src/decode/decode_split.cu",
+        "  if (has_sink) total += fast_exp2(sink2 - m_use);  // once, not per partition\n",
+        "  if (has_sink) total += active * fast_exp2(sink2 - m_use);  // once per partition\n"))
+mutant("29-decode-sink-not-in-lse",
+       "sink left out of the LSE: add_sink() rescales the output but hands back the state without the sink, so direct (and auto's whole sequences) write the sinkless LSE",
+       ("kernels/src/decode/decode_common.cuh",
+        "__device__ __forceinline__ float add_sink(float o, float& m, float& l, float sink2) {",
+        "__device__ __forceinline__ float add_sink(float o, float m, float l, float sink2) {"))
+mutant("30-decode-alibi-sign-flipped",
+       "ALiBi's distance with its sign flipped: the decode loop biases key j by slope * (query_pos - j), favouring the far keys",
+       ("kernels/src/decode/decode_common.cuh",
+        "        const float distance = static_cast<float>(key - query_pos);  // key position - query position\n",
+        "        const float distance = static_cast<float>(query_pos - key);  // key position - query position\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",
@@ -233,7 +259,8 @@ mutant("19-upload-lengths-snapshot",
 def main():
     root = pathlib.Path(__file__).resolve().parents[2]
     out_dir = root / "scripts" / "mutants"
-    only = set(sys.argv[1:])
+    worktree = "--worktree" in sys.argv[1:]
+    only = set(a for a in sys.argv[1:] if a != "--worktree")
     table = []
     for name, header, edits in M:
         if only and name[:2] not in only:
@@ -242,8 +269,8 @@ def main():
         for path, old, new in edits:
             text = files.get(path)
             if text is None:
-                text = subprocess.run(["git", "show", f"HEAD:{path}"], cwd=root, check=True,
-                                      capture_output=True, text=True).stdout
+                text = (root / path).read_text() if worktree else subprocess.run(
+                    ["git", "show", f"HEAD:{path}"], cwd=root, check=True, capture_output=True, text=True).stdout
                 files[path] = text
                 files.setdefault("__orig__" + path, text)
             count = text.count(old)

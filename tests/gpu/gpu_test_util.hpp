@@ -36,11 +36,11 @@ inline std::string describe_spec(const SyntheticSpec& s) {
   for (auto l : s.q_len_list) qlens += fmt::format("{} ", l);
   return fmt::format(
       "{} seed {}: {} seqs, heads {}/{}, d{}/{}, block {}, Q {} KV {}, {}, seq_len [{}..{}] list [{}], q_len [{}..{}] "
-      "list [{}], mode {}, window {}, softcap {}, causal {}",
+      "list [{}], mode {}, window {}, softcap {}, causal {}, sinks {}, alibi {}",
       s.name, s.seed, s.num_seqs, s.q_heads, s.kv_heads, s.head_dim, s.v_head_dim ? s.v_head_dim : s.head_dim,
       s.block_size, dtype_name(s.query_dtype), dtype_name(s.kv_dtype), s.layout == KvLayout::NHD ? "NHD" : "HND",
       s.seq_len_min, s.seq_len_max, lens, s.q_len_min, s.q_len_max, qlens, static_cast<int>(s.query_mode),
-      s.sliding_window, s.softcap, s.causal);
+      s.sliding_window, s.softcap, s.causal, s.sinks, s.alibi);
 }
 
 inline RunOptions correctness_options() {

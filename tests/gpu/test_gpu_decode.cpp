@@ -1,6 +1,7 @@
 // Decode sweeps of issue 3 through direct, split and auto, each against the
 // CPU reference with the harness's checks (unwritten elements, bitwise
-// repeatability, graph replay with changed tables).
+// repeatability, graph replay with changed tables); issue 23's attention
+// sinks and ALiBi through the same paths.
 #include <doctest/doctest.h>
 
 #include "gpu_test_util.hpp"
@@ -25,6 +26,28 @@ SyntheticSpec decode_spec(std::string name, std::uint64_t seed) {
   return s;
 }
 
+
+// Direct, then split and auto under `plan`.
+void check_decode(const SyntheticSpec& s, const char* plan) {
+  check_spec(s, {"direct"});
+  check_spec(s, {"split", "auto"}, with_plan(plan));
+}
+
+// A head geometry, checked at lengths 5, 129, 1030 through direct and
+// through split and auto with 512-token partitions.
+struct Geometry {
+  std::int64_t q_heads, kv_heads, head_dim, v_head_dim;
+};
+void check_geometry(SyntheticSpec s, const Geometry& g) {
+  s.q_heads = g.q_heads;
+  s.kv_heads = g.kv_heads;
+  s.head_dim = g.head_dim;
+  s.v_head_dim = g.v_head_dim;
+  s.seq_len_list = {5, 129, 1030};
+  s.num_seqs = 3;
+  check_decode(s, "split:512:512");
+}
+
 }  // namespace
 
 TEST_CASE("decode: block sizes 1, 7, 16, 32, 256 with lengths 1, block +-1, partition +-1") {
@@ -36,8 +59,7 @@ TEST_CASE("decode: block sizes 1, 7, 16, 32, 256 with lengths 1, block +-1, part
     s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
     // Partition 512: lengths 511/512/513 sit at the partition edge; the
     // threshold 512 sends the longer ones to split in auto.
-    check_spec(s, {"direct"});
-    check_spec(s, {"split", "auto"}, with_plan("split:512:512"));
+    check_decode(s, "split:512:512");
     check_spec(s, {"auto"});  // the default plan
   }
 }
@@ -77,16 +99,12 @@ TEST_CASE("decode: every query and KV dtype") {
       }
       s.seq_len_list = {1, 17, 300, 777};
       s.num_seqs = 4;
-      check_spec(s, {"direct"});
-      check_spec(s, {"split", "auto"}, with_plan("split:256:256"));
+      check_decode(s, "split:256:256");
     }
   }
 }
 
 TEST_CASE("decode: GQA 1, 4, 8 and MQA; head dims 64, 128, 256, 192/128") {
-  struct Geometry {
-    std::int64_t q_heads, kv_heads, head_dim, v_head_dim;
-  };
   const Geometry geometries[] = {
       {8, 8, 128, 128},   // MHA, GQA 1
       {8, 2, 128, 128},   // GQA 4
@@ -97,15 +115,8 @@ TEST_CASE("decode: GQA 1, 4, 8 and MQA; head dims 64, 128, 256, 192/128") {
   };
   std::uint64_t seed = 300;
   for (const auto& g : geometries) {
-    auto s = decode_spec(fmt::format("heads-{}-{}-d{}-{}", g.q_heads, g.kv_heads, g.head_dim, g.v_head_dim), seed++);
-    s.q_heads = g.q_heads;
-    s.kv_heads = g.kv_heads;
-    s.head_dim = g.head_dim;
-    s.v_head_dim = g.v_head_dim;
-    s.seq_len_list = {5, 129, 1030};
-    s.num_seqs = 3;
-    check_spec(s, {"direct"});
-    check_spec(s, {"split", "auto"}, with_plan("split:512:512"));
+    check_geometry(decode_spec(fmt::format("heads-{}-{}-d{}-{}", g.q_heads, g.kv_heads, g.head_dim, g.v_head_dim), seed++),
+                   g);
   }
 }
 
@@ -116,8 +127,7 @@ TEST_CASE("decode: sliding window edges, empty partitions, softcap, scale") {
   s.sliding_window = 100;
   s.seq_len_list = {1, 99, 100, 101, 164, 1000};
   s.num_seqs = 6;
-  check_spec(s, {"direct"});
-  check_spec(s, {"split", "auto"}, with_plan("split:64:64"));
+  check_decode(s, "split:64:64");
   check_spec(s, {"split"}, with_plan("split:512:0"));
 
   auto c = decode_spec("softcap-scale", 401);
@@ -126,8 +136,7 @@ TEST_CASE("decode: sliding window edges, empty partitions, softcap, scale") {
   c.profile = ValueProfile::LargeLogits;
   c.seq_len_list = {3, 257, 600};
   c.num_seqs = 3;
-  check_spec(c, {"direct"});
-  check_spec(c, {"split", "auto"}, with_plan("split:128:128"));
+  check_decode(c, "split:128:128");
 }
 
 TEST_CASE("decode: HND layout, CSR table, LLM-like values") {
@@ -137,8 +146,7 @@ TEST_CASE("decode: HND layout, CSR table, LLM-like values") {
   s.profile = ValueProfile::LlmLike;
   s.seq_len_list = {1, 33, 513, 2049};
   s.num_seqs = 4;
-  check_spec(s, {"direct"});
-  check_spec(s, {"split", "auto"}, with_plan("split:512:512"));
+  check_decode(s, "split:512:512");
 }
 
 TEST_CASE("decode: a long context split into many partitions agrees with direct") {
@@ -152,6 +160,170 @@ TEST_CASE("decode: a long context split into many partitions agrees with direct"
   check_paths(*c, describe_spec(s), {"direct"});
   check_paths(*c, describe_spec(s), {"split"}, with_plan("split:512:512"));
   check_paths(*c, describe_spec(s), {"auto"});  // default plan: split at 1 x 32768
+}
+
+// ---- issue 23: attention sinks and ALiBi through direct, split and auto -------
+// Sinks: the partitions leave the sink out and the merge adds it once; ALiBi:
+// each key biased by slope * (key - (seq_len - 1)) (the CUDA-core loop takes
+// ALiBi cases, the tensor-core loop none). Each check_paths run includes the
+// harness's checks: unwritten elements, a bitwise repeat, and a CUDA graph
+// replayed after the lengths and a page change.
+
+namespace {
+
+enum class Logit23 { Sinks, Alibi, Both };
+const char* logit23_name(Logit23 f) { return f == Logit23::Sinks ? "sinks" : f == Logit23::Alibi ? "alibi" : "both"; }
+void set_logit23(SyntheticSpec& s, Logit23 f) {
+  s.sinks = f != Logit23::Alibi;
+  s.alibi = f != Logit23::Sinks;
+}
+
+}  // namespace
+
+TEST_CASE("decode: sinks, ALiBi and both, block sizes 1, 7, 16, 32 with lengths 1, block +-1, partition +-1") {
+  std::uint64_t seed = 2300;
+  for (Logit23 f : {Logit23::Sinks, Logit23::Alibi, Logit23::Both}) {
+    for (std::int64_t bs : {1, 7, 16, 32}) {
+      auto s = decode_spec(fmt::format("{}-block-{}", logit23_name(f), bs), seed++);
+      set_logit23(s, f);
+      s.block_size = bs;
+      s.seq_len_list = {1, std::max<std::int64_t>(1, bs - 1), bs, bs + 1, 63, 64, 65, 129, 700};
+      s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+      check_spec(s, {"direct"});
+      // Partition 64: up to 11 partitions per sequence, each of which must
+      // leave the sink to the merge; threshold 64 mixes whole and split
+      // sequences in auto's one launch.
+      check_spec(s, {"split", "auto"}, with_plan("split:64:64"));
+      check_spec(s, {"auto"});  // the default plan
+    }
+  }
+}
+
+TEST_CASE("decode: sinks and ALiBi with a window that empties partitions, softcap, large logits") {
+  std::uint64_t seed = 2400;
+  for (Logit23 f : {Logit23::Sinks, Logit23::Alibi, Logit23::Both}) {
+    // Window 100 with partition 64: most partitions of the 1000-token
+    // sequence are empty; with a sink the merge still adds it exactly once
+    // and an empty partition weighs 0, never NaN.
+    auto w = decode_spec(fmt::format("{}-window-100", logit23_name(f)), seed++);
+    set_logit23(w, f);
+    w.sliding_window = 100;
+    w.seq_len_list = {1, 99, 100, 101, 164, 1000};
+    w.num_seqs = 6;
+    check_decode(w, "split:64:64");
+    check_spec(w, {"split"}, with_plan("split:512:0"));
+    check_spec(w, {"auto"}, with_plan("split:64:0"));  // threshold 0: every sequence split
+
+    auto c = decode_spec(fmt::format("{}-softcap", logit23_name(f)), seed++);
+    set_logit23(c, f);
+    c.softcap = 30.0;
+    c.scale = 0.3;
+    c.profile = ValueProfile::LargeLogits;
+    c.seq_len_list = {1, 3, 257, 600};
+    c.num_seqs = 4;
+    check_decode(c, "split:128:128");
+
+    auto l = decode_spec(fmt::format("{}-llm-like-hnd-csr", logit23_name(f)), seed++);
+    set_logit23(l, f);
+    l.profile = ValueProfile::LlmLike;
+    l.layout = KvLayout::HND;
+    l.table_form = TableForm::Csr;
+    l.seq_len_list = {2, 33, 513, 2049};
+    l.num_seqs = 4;
+    check_decode(l, "split:512:512");
+  }
+}
+
+TEST_CASE("decode: sinks and ALiBi over every KV dtype, GQA 1/4/8/MQA and head dims 64, 128, 256, 192/128") {
+  // BF16/F16 and fp8 at d128/d256 take the tensor-core loop for sinks, the
+  // CUDA-core loop for ALiBi; F32 and the other dims the CUDA-core loop.
+  std::uint64_t seed = 2500;
+  int variant = 0;
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    for (Logit23 f : {Logit23::Sinks, Logit23::Alibi, Logit23::Both}) {
+      auto s = decode_spec(fmt::format("{}-{}", logit23_name(f), dtype_name(kv)), seed++);
+      set_logit23(s, f);
+      s.kv_dtype = kv;
+      s.query_dtype = variant++ % 2 ? DType::F16 : DType::BF16;
+      s.head_dim = is_fp8(kv) ? 128 : 64;
+      if (is_fp8(kv)) {
+        s.k_scale = 0.5;
+        s.v_scale = 2.0;
+      }
+      s.seq_len_list = {1, 17, 300, 777};
+      s.num_seqs = 4;
+      check_decode(s, "split:256:256");
+    }
+  }
+  const Geometry geometries[] = {
+      {8, 8, 128, 128}, {8, 2, 128, 128}, {32, 4, 128, 128}, {8, 1, 128, 128},
+      {8, 2, 256, 256}, {16, 2, 192, 128}, {12, 3, 64, 64},  // 12 heads: ALiBi's slopes past a power of two
+  };
+  for (const auto& g : geometries) {
+    for (Logit23 f : {Logit23::Sinks, Logit23::Alibi, Logit23::Both}) {
+      auto s = decode_spec(
+          fmt::format("{}-heads-{}-{}-d{}-{}", logit23_name(f), g.q_heads, g.kv_heads, g.head_dim, g.v_head_dim),
+          seed++);
+      set_logit23(s, f);
+      check_geometry(s, g);
+    }
+  }
+}
+
+TEST_CASE("decode: sink logits far above and below the keys' (no overflow, LSE = the sink where it dominates)") {
+  // Sinks of +-100 (base 2: +-144) would overflow a denominator that did not
+  // take the sink into its max; +100 makes the output ~0 and the LSE ~100.
+  auto s = decode_spec("sinks-extreme", 2600);
+  s.sinks = true;
+  s.seq_len_list = {1, 64, 65, 1000};
+  s.num_seqs = 4;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  for (std::size_t h = 0; h < c->sinks.size(); ++h) c->sinks[h] = h % 2 ? 100.0f : -100.0f;
+  auto ref = reference_attention(*c);
+  REQUIRE(ref.ok());
+  CHECK(ref->lse[1] == doctest::Approx(100.0).epsilon(1e-6));  // token 0, head 1
+  check_paths(*c, describe_spec(s) + " (sinks +-100)", {"direct"});
+  check_paths(*c, describe_spec(s) + " (sinks +-100)", {"split", "auto"}, with_plan("split:64:64"));
+  // The generator's sinks with ALiBi, every sequence split into 64-key partitions.
+  s.alibi = true;
+  auto a = generate_case(s);
+  REQUIRE(a.ok());
+  check_paths(*a, describe_spec(s) + " (sinks, ALiBi)", {"split", "auto"}, with_plan("split:64:0"));
+}
+
+TEST_CASE("decode: a long context with sinks and ALiBi split into many partitions agrees with the reference") {
+  auto s = decode_spec("long-sinks-alibi", 2700);
+  s.q_heads = 32;
+  s.kv_heads = 8;
+  s.sinks = true;
+  s.alibi = true;
+  s.seq_len_list = {8192};
+  s.num_seqs = 1;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  check_paths(*c, describe_spec(s), {"direct"});
+  check_paths(*c, describe_spec(s), {"split"}, with_plan("split:512:512"));
+  check_paths(*c, describe_spec(s), {"auto"});
+}
+
+TEST_CASE("decode paths take sinks and ALiBi; prefill and fmha report them n/a") {
+  auto s = decode_spec("applicability-23", 2800);
+  s.seq_len_list = {10, 20};
+  s.num_seqs = 2;
+  s.sinks = true;
+  s.alibi = true;
+  auto c = generate_case(s);
+  REQUIRE(c.ok());
+  for (const char* name : {"direct", "split", "auto"}) {
+    const Applicability a = gpu_registry().find(name)->applies(*c);
+    CHECK_MESSAGE(a.applies, name, ": ", a.reason);
+  }
+  for (const char* name : {"prefill", "fmha"}) {
+    const Applicability a = gpu_registry().find(name)->applies(*c);
+    CHECK_FALSE(a.applies);
+    CHECK_MESSAGE(a.reason.find("attention sinks") != std::string::npos, a.reason);
+  }
 }
 
 TEST_CASE("decode paths report n/a for a prefill case") {

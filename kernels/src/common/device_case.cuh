@@ -28,6 +28,10 @@ struct DeviceCaseView {
   float k_scale = 1.0f, v_scale = 1.0f; // stored x means x * scale
   std::int64_t window = 0;              // sliding window in keys, 0: none
   bool causal = true;
+  // Issue 23's logit features (null: the case has none). The decode paths
+  // take both; prefill and fmha are n/a for them (features.cpp) and ignore them.
+  const float* sinks = nullptr;         // [q_heads] sink logits, natural units
+  const float* alibi_slopes = nullptr;  // [q_heads] ALiBi slopes: logit += slope * (key pos - query pos)
 };
 
 }  // namespace pagecheck::gpu

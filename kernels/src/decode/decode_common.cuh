@@ -23,6 +23,16 @@
 //   shared memory (across warps).
 // Logits are kept in base 2: q is pre-multiplied by scale * k_scale (and
 // log2(e) when there is no softcap); v_scale multiplies the output.
+// Issue 23's logit features:
+// - ALiBi (DecodeAlibiTraits, a compile-time flag: the instantiations without
+//   it have no per-key instruction more): after the scale and the softcap,
+//   each score gains slope * log2(e) * (key - (seq_len - 1)), in the same
+//   base-2 units. Only this CUDA-core loop takes it; decode_mma.cuh routes an
+//   ALiBi case here.
+// - Attention sinks (DecodeParams::sinks, a run-time pointer read in the
+//   epilogues only, never in the loop): the final state of a query head
+//   gains the sink as one more term of the denominator (add_sink()); split
+//   partitions leave it out and the merge adds it once.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -60,6 +70,9 @@ struct DecodeParams {
   const std::int32_t* query_start_loc = nullptr;  // [num_seqs + 1]; row of sequence s
   void* output = nullptr;                 // [num_tokens, q_heads, v_head_dim], output_dtype
   float* lse = nullptr;                   // [num_tokens, q_heads] natural log, may be null
+  // Issue 23 (both from the case view; null: the case has none):
+  const float* sinks = nullptr;           // [q_heads] sink logits, natural units; read by the epilogues
+  const float* alibi_slopes = nullptr;    // [q_heads] ALiBi slopes; read only by kAlibi instantiations
   // split workspace (partition kernel writes, merge kernel reads):
   float* partial_out = nullptr;           // [num_seqs, q_heads, max_partitions, v_head_dim], normalised
   float* partial_max = nullptr;           // [num_seqs, q_heads, max_partitions], base-2 logit max
@@ -255,6 +268,23 @@ __device__ __forceinline__ float state_lse(float m, float l) {
 // acc / l, 0 for an empty state.
 __device__ __forceinline__ float state_normalize(float acc, float l) { return l > 0.0f ? acc / l : 0.0f; }
 
+// The sink logit of a query head in base 2; -inf (no term) without sinks.
+__device__ __forceinline__ float sink_logit2(const DecodeParams& p, std::int64_t q_head) {
+  return p.sinks != nullptr ? p.sinks[q_head] * kLog2e : -INFINITY;
+}
+// Adds an attention sink (base-2 logit sink2) to a final state (m, l) whose
+// normalised output element is o: the sink joins the max and the
+// denominator, never P V. Returns the new normalised element; m and l become
+// the state's with the sink (what the LSE is taken of). An empty state with
+// a sink gives o = 0 and LSE = the sink; with neither, o = 0 and LSE -inf.
+__device__ __forceinline__ float add_sink(float o, float& m, float& l, float sink2) {
+  const MergeWeights w = merge_weights(m, sink2);
+  const float kept = l * w.w_self;
+  l = kept + w.w_other;
+  m = w.m;
+  return l > 0.0f ? o * (kept / l) : 0.0f;
+}
+
 // Reduce-scatter of N partial sums across the TPT lanes of a token group
 // (lane r = lane % TPT). Each step halves the values a lane carries; when one
 // is left the remaining steps are a plain butterfly. Afterwards the lane
@@ -329,6 +359,7 @@ constexpr int floor_pow2(int x) {
 template <DType KV, int DK, int DV>
 struct DecodeTraits {
   static constexpr bool kTensorCore = false;  // the CUDA-core loop (decode_mma.cuh has the other)
+  static constexpr bool kAlibi = false;       // DecodeAlibiTraits: the ALiBi instantiation
   static constexpr bool kBuilt = true;        // every kv dtype and head-dim pair
   static constexpr DType kKvDtype = KV;
   static constexpr int kHeadDim = DK;
@@ -371,6 +402,17 @@ struct DecodeTraits {
   static_assert(kThreadsPerToken * kKVecsPerThread == kKVecs, "K vectors split evenly over a token group");
   static_assert(kThreadsPerToken * kVVecsPerThread == kVVecs, "V vectors split evenly over a token group");
   static_assert(kSmemBytes <= 227 * 1024 / kMinBlocksPerSm, "shared memory too large for the occupancy target");
+};
+
+// The CUDA-core loop with ALiBi (issue 23): the same tiles, one FMA per
+// (head, key) more. A separate traits type, so each ALiBi kernel is its own
+// instantiation and the others keep their instruction stream (their PTX is
+// unchanged but for the parameter struct). Build cost, 2-core VM, ccache
+// off, user CPU: decode_direct.cu 17.2 -> 24.2 s, decode_split.cu 41.2 ->
+// 55.7 s for its 20 kernels in each of direct, split and auto.
+template <DType KV, int DK, int DV>
+struct DecodeAlibiTraits : DecodeTraits<KV, DK, DV> {
+  static constexpr bool kAlibi = true;
 };
 
 // ---- the per-CTA attention over one token range -------------------------------
@@ -478,6 +520,16 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
     }
   }
 
+  // ALiBi: the bias of key j is alibi[h] * (j - query_pos), base 2 (the
+  // scores are base-2 logits, capped already). Heads past the group: 0.
+  float alibi[HT];
+  std::int32_t query_pos = 0;
+  if constexpr (T::kAlibi) {
+    query_pos = p.kv.seq_lens[seq] - 1;
+#pragma unroll
+    for (int h = 0; h < HT; ++h) alibi[h] = h < heads_here ? p.alibi_slopes[first_head + h] * kLog2e : 0.0f;
+  }
+
   for (int it = 0; it < iterations; ++it) {
     if (it + T::kStages - 1 < iterations) issue(it + T::kStages - 1);
     cp_async_commit();
@@ -528,6 +580,15 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
     bool valid[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) valid[u] = begin + it * T::kTileTokens + u * T::kGroups + group < end;
+    if constexpr (T::kAlibi) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const std::int32_t key = begin + it * T::kTileTokens + u * T::kGroups + group;
+        const float distance = static_cast<float>(key - query_pos);  // key position - query position
+#pragma unroll
+        for (int h = 0; h < HT; ++h) sc[h * U + u] = fmaf(alibi[h], distance, sc[h * U + u]);
+      }
+    }
 
     float pr[N];
 #pragma unroll
@@ -628,9 +689,10 @@ __device__ __forceinline__ float combine_warps(const float* merged, int h, int d
 }
 
 // Writes the CTA's final output (times v_scale) and LSE for the heads of its
-// tile from the per-warp states attend_range left in shared memory: the end
-// of a sequence the auto plan attends whole. The direct kernel writes the
-// same loop out itself (decode_direct.cu says why).
+// tile from the per-warp states attend_range left in shared memory, the
+// sink (if any) added: the end of a sequence the auto plan attends whole.
+// The direct kernel writes the same loop out itself (decode_direct.cu says
+// why).
 template <class T>
 __device__ __forceinline__ void store_final(const DecodeParams& p, const float* merged, std::int64_t seq,
                                             int kv_head, int tile) {
@@ -640,8 +702,9 @@ __device__ __forceinline__ void store_final(const DecodeParams& p, const float* 
     const int h = e / T::kVHeadDim;
     const int d = e % T::kVHeadDim;
     float m, l;
-    const float o = combine_warps<T>(merged, h, d, m, l);
+    float o = combine_warps<T>(merged, h, d, m, l);
     const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
+    if (p.sinks != nullptr) o = add_sink(o, m, l, sink_logit2(p, q_head));
     store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
     if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
   }
@@ -673,20 +736,23 @@ Status dispatch_dims(std::int64_t dk, std::int64_t dv, F&& f) {
                        "decode");
 }
 
-// Calls f(Traits{}) for the view's kv dtype and head dims; an error names an
-// unsupported value and lists what is built.
-template <class F>
+// Calls f(Traits{}) for the view's kv dtype and head dims (Traits: the
+// CUDA-core loop's DecodeTraits, or DecodeAlibiTraits for an ALiBi case); an
+// error names an unsupported value and lists what is built.
+template <template <DType, int, int> class Traits = DecodeTraits, class F>
 Status dispatch_decode(DType kv_dtype, std::int64_t dk, std::int64_t dv, F&& f) {
 #ifdef PC_DECODE_SWEEP_ONLY  // kernel experiments: build the benchmark's BF16 d128 alone
+  if constexpr (Traits<DType::BF16, 128, 128>::kAlibi)
+    return invalid_input("PC_DECODE_SWEEP_ONLY build: no ALiBi", "decode");
   if (kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTraits<DType::BF16, 128, 128>{});
   return invalid_input("PC_DECODE_SWEEP_ONLY build: BF16 head dim 128 only", "decode");
 #else
   switch (kv_dtype) {
-    case DType::F32: return dispatch_dims<DType::F32>(dk, dv, f);
-    case DType::F16: return dispatch_dims<DType::F16>(dk, dv, f);
-    case DType::BF16: return dispatch_dims<DType::BF16>(dk, dv, f);
-    case DType::F8_E4M3: return dispatch_dims<DType::F8_E4M3>(dk, dv, f);
-    case DType::F8_E5M2: return dispatch_dims<DType::F8_E5M2>(dk, dv, f);
+    case DType::F32: return dispatch_dims<DType::F32, Traits>(dk, dv, f);
+    case DType::F16: return dispatch_dims<DType::F16, Traits>(dk, dv, f);
+    case DType::BF16: return dispatch_dims<DType::BF16, Traits>(dk, dv, f);
+    case DType::F8_E4M3: return dispatch_dims<DType::F8_E4M3, Traits>(dk, dv, f);
+    case DType::F8_E5M2: return dispatch_dims<DType::F8_E5M2, Traits>(dk, dv, f);
     default:
       return invalid_input("kv dtype " + std::string(dtype_name(kv_dtype)) +
                                " is not built; built: F32, F16, BF16, F8_E4M3, F8_E5M2",

@@ -134,6 +134,8 @@ Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_t
   p.query_start_loc = view.query_start_loc;
   p.output = view.output;
   p.lse = view.lse;
+  p.sinks = view.sinks;
+  p.alibi_slopes = view.alibi_slopes;
   p.window = view.window;
   p.threshold_tokens = threshold_tokens;
   p.q_heads = view.q_heads;
@@ -157,7 +159,8 @@ Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_t
 // auto's whole sequences use): with store_final() and without the (here
 // always true) seq_selected() test this kernel ran 2% slower at 64 x 4096
 // (H200 A/B in one call, 2026-12-03: 283.1 against 277.3 us; same source
-// otherwise), so it keeps the exact text it was tuned with.
+// otherwise), so it keeps the exact text it was tuned with, plus (issue 23)
+// the sink, a uniform branch per output element outside the loop.
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     decode_direct_kernel(const __grid_constant__ DecodeParams p) {
@@ -178,8 +181,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     const int h = e / T::kVHeadDim;
     const int d = e % T::kVHeadDim;
     float m, l;
-    const float o = combine_warps<T>(merged, h, d, m, l);
+    float o = combine_warps<T>(merged, h, d, m, l);
     const std::int64_t q_head = static_cast<std::int64_t>(kv_head) * p.gqa + tile * T::kHeadTile + h;
+    if (p.sinks != nullptr) o = add_sink(o, m, l, sink_logit2(p, q_head));
     store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
     if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
   }
@@ -187,7 +191,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 
 Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
   return dispatch_decode_loop(view, [&](auto traits) -> Status {
-    using T = decltype(traits);
+    using T = decltype(traits);  // DecodeAlibiTraits exactly when view.alibi_slopes is set
     auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();
     const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * params->head_tiles;

@@ -34,6 +34,10 @@
 //   rows hit eight different bank groups (every head dim is a multiple of 64).
 // The online softmax is the one of attend_range(): base-2 logits, S
 //   multiplied by scale * k_scale (* log2 e) in f32, softcap on the f32 scores.
+// Issue 23: attention sinks are added in the epilogues this loop shares with
+//   the CUDA-core one (add_sink()); ALiBi is not in this loop: an ALiBi case
+//   runs the CUDA-core loop (decode_uses_tensor_cores()), so that only 20
+//   instantiations per kernel are added, not 32.
 #pragma once
 
 #include <cstdlib>
@@ -71,6 +75,7 @@ namespace pagecheck::gpu::decode {
 template <DType KV, int DK, int DV>
 struct DecodeTcTraits {
   static constexpr bool kTensorCore = true;
+  static constexpr bool kAlibi = false;  // ALiBi cases take the CUDA-core loop
   static constexpr DType kKvDtype = KV;
   static constexpr bool kFp8 = KV == DType::F8_E4M3 || KV == DType::F8_E5M2;
   static_assert(KV == DType::BF16 || KV == DType::F16 || kFp8, "the tensor-core loop takes 16-bit or fp8 K/V");
@@ -463,9 +468,10 @@ inline bool decode_tensor_cores_allowed() {
 }
 // Tensor cores take BF16/F16 K/V at every built head dim, and fp8 K/V at head
 // dims 128 and 256 (rows of a multiple of 8 16-byte vectors) when every cache
-// stride is a multiple of 16 elements and the caches are 16-byte aligned.
+// stride is a multiple of 16 elements and the caches are 16-byte aligned;
+// never ALiBi (issue 23: the CUDA-core loop's DecodeAlibiTraits take it).
 inline bool decode_uses_tensor_cores(const DeviceCaseView& view) {
-  if (!decode_tensor_cores_allowed()) return false;
+  if (!decode_tensor_cores_allowed() || view.alibi_slopes != nullptr) return false;
   const DType kv = view.kv_dtype;
   if (kv == DType::BF16 || kv == DType::F16) return true;
   if (kv != DType::F8_E4M3 && kv != DType::F8_E5M2) return false;
@@ -481,10 +487,11 @@ inline const char* decode_kernel_name(const DeviceCaseView& view) {
 }
 
 // dispatch_decode() for the view, with the tensor-core traits where
-// decode_uses_tensor_cores() says so.
+// decode_uses_tensor_cores() says so, the ALiBi traits for an ALiBi case.
 template <class F>
 Status dispatch_decode_loop(const DeviceCaseView& view, F&& f) {
   const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (view.alibi_slopes != nullptr) return dispatch_decode<DecodeAlibiTraits>(view.kv_dtype, dk, dv, f);
   if (decode_uses_tensor_cores(view)) {
 #ifdef PC_DECODE_SWEEP_ONLY
     if (view.kv_dtype == DType::BF16 && dk == 128 && dv == 128) return f(DecodeTcTraits<DType::BF16, 128, 128>{});

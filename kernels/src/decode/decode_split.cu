@@ -14,6 +14,11 @@
 //   partitions, then each partition weighted by sum * 2^(max_p - max) (the
 //   online-softmax merge in closed form). It reads only the partitions the
 //   current seq_len makes active. Empty states carry weight 0, never NaN.
+// - Attention sinks (issue 23): the partitions leave the sink out; the merge
+//   adds it once, 2^(sink * log2 e - max) in the denominator, with the max
+//   taken over the partitions and the sink (nothing overflows), and the LSE
+//   it writes includes it, as the reference's does. ALiBi needs nothing of
+//   the merge: each partition biases its keys by their absolute position.
 // - Auto: the partition kernel's kAuto instantiation over the whole batch: a
 //   sequence of seq_len <= threshold is attended whole by its partition-0 CTA
 //   (the direct path's code, output written in place), the rest are split;
@@ -208,9 +213,13 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   __syncthreads();
   float mx = -INFINITY;
   for (int w = 0; w < warps; ++w) mx = fmaxf(mx, reduce_m[w]);
+  const bool has_sink = p.sinks != nullptr;
+  const float sink2 = sink_logit2(p, q_head);
+  if (has_sink) mx = fmaxf(mx, sink2);
   const float m_use = mx == -INFINITY ? 0.0f : mx;  // every weight is 0 then
   float total = 0.0f;
   for (int w = 0; w < warps; ++w) total += reduce_l[w] * fast_exp2(reduce_m[w] - m_use);
+  if (has_sink) total += fast_exp2(sink2 - m_use);  // once, not per partition
 
   float acc = 0.0f;
 #pragma unroll

@@ -294,6 +294,8 @@ Expected<std::unique_ptr<DeviceCase>> upload_case(const Case& c) {
   v.v_scale = static_cast<float>(c.params.v_scale);
   v.window = c.params.sliding_window;
   v.causal = c.params.causal;
+  v.sinks = c.has_sinks() ? d->sinks.as<float>() : nullptr;
+  v.alibi_slopes = c.has_alibi() ? d->alibi_slopes.as<float>() : nullptr;
   return std::move(d);
 }
 

@@ -27,8 +27,8 @@ struct DeviceCase {
   DeviceBuffer query_start_loc;  // int32 [num_seqs + 1]
   DeviceBuffer output;           // [num_tokens, q_heads, v_head_dim] query dtype
   DeviceBuffer lse;              // F32 [num_tokens, q_heads]
-  // Case features the built-in kernels do not take yet (features.hpp), for
-  // --kernel libraries (ABI 1.2); not in the view the built-in kernels read.
+  // Issue 23's logit features, for --kernel libraries (ABI 1.2) and, through
+  // view.sinks / view.alibi_slopes, the built-in decode paths (features.hpp).
   DeviceBuffer sinks;            // F32 [q_heads] sink logits; empty when the case has none
   DeviceBuffer alibi_slopes;     // F32 [q_heads]; empty when the case has none
   DeviceCaseView view;
