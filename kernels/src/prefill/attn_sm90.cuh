@@ -29,14 +29,16 @@ bool sm90_supports(const DeviceCaseView& view, bool contiguous);
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 
 // Cases the warp-specialised sm_90a kernel (attn_sm90_ws.cu: tensor-copy
-// loads, intra-warpgroup overlap, ping-pong) takes: head dim 128, K/V BF16
-// or F16 (contiguous: BF16), block sizes 8..256 that are powers of two,
-// cache strides in multiples of 16 bytes; not when PAGECHECK_ATTN_KERNEL is
-// "wgmma" (forces attn_sm90.cu's kernel, for comparisons).
+// or row loads, intra-warpgroup overlap, ping-pong) takes: head dim 128,
+// K/V BF16 or F16 (contiguous: BF16; FP8 only with PAGECHECK_WS_FP8=1 until
+// measured), every block size, cache strides in multiples of 16 bytes and
+// caches under 64 GiB for the row producer; not when PAGECHECK_ATTN_KERNEL
+// is "wgmma" (forces attn_sm90.cu's kernel, for comparisons).
 bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous);
 // Whether that kernel copies pages of `block_size` slots by tensor copies
-// (whole boxes) rather than its row producer (cp.async per key).
-bool sm90_ws_uses_tma(int block_size);
+// (whole boxes) rather than its row producer (cp.async per key; FP8 caches
+// always by rows, widened on the way).
+bool sm90_ws_uses_tma(int block_size, DType kv_dtype);
 Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream);
 
 // Launches the sm_90a kernel (the warp-specialised one where it takes the

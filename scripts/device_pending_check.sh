@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# The device check that session 5 (2026-12-05) could not run: its device
+# budget went to four failed machine starts. Two commits wait for it:
+#   b8b676a  the prefill kernels' shared code (wgmma_tile.cuh, load_q_chunk,
+#            QueryTile): the warp-specialised kernels' SASS is unchanged in
+#            their hot paths, but the older wgmma kernel (attn_sm90.cu: FP8
+#            caches, huge caches) and the mma.sync kernel (head dims 64, 256,
+#            192/128) were rescheduled by ptxas;
+#   4f539d2  attention sinks and ALiBi in direct, split and auto (issue 23);
+#   and the warp-specialised kernel's FP8 row producer (PAGECHECK_WS_FP8=1
+#   until measured: FP8 caches take attn_sm90.cu's kernel without it).
+# In halves:
+#   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
+#       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
+#       builds pagecheck and the GPU tests, packs them stripped and gzipped
+#       into build-pending/carry (~45 MB: carry that folder alone), with the
+#       prefill dev driver of this tree (scripts/build_prefill_dev.sh).
+#   scripts/device_pending_check.sh run             (there: ~4 min)
+#       at once: test_gpu_prefill with the default, wgmma and mma kernels;
+#       test_gpu_decode; test_gpu_core; the dev driver's checks (default
+#       loaders, rows forced); the covering suite through every built-in path
+#       (default plan, and split:64:100 through the decode paths); then,
+#       alone on the GPU: pagecheck bench --shapes prefill at head dims 64
+#       and 256 and with an F8_E4M3 cache, by attn_sm90.cu's kernel and by
+#       the warp-specialised one (the kernels whose code moved or is new;
+#       H200 figures before the change, 2026-12-04: 213.2, 180.0 and 313.3
+#       TFLOP/s at 8 x 2048), --shapes decode (H100 before: 2870 / 2852 /
+#       2395 / 1998 GB/s; H200: 4066 / 3973 / 3200 / 2537), and the dev
+#       driver's quick A/B shapes (ws11's H100 figures: docs/performance.md,
+#       session 5). Logs and $OUT/summary.txt (one line per step) under
+#       $OUT (default ./pendingout).
+set -u
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+archs=${2:-90}
+build=${BUILD:-build-pending}
+OUT=${OUT:-pendingout}
+
+do_build() {
+  command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGECHECK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache || exit 4
+  nice -n 10 ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_prefill test_gpu_decode test_gpu_core || exit 4
+  scripts/build_prefill_dev.sh pending >/dev/null || exit 4
+  mkdir -p "$build/carry"
+  for f in app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core; do
+    cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")" && gzip -f -9 "$build/carry/$(basename "$f")"
+  done
+  gzip -9 -c build-sm90dev/prefill_dev_pending >"$build/carry/prefill_dev.gz"
+  ls -la "$build/carry"
+}
+
+do_run() {
+  mkdir -p "$OUT"
+  : >"$OUT/summary.txt"
+  BIN=${BIN:-/tmp/pendingbin}
+  mkdir -p "$BIN"
+  for f in "$build"/carry/*.gz; do gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
+  chmod +x "$BIN"/*
+  export PATH="$BIN:$PATH" NO_COLOR=1
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+  s() {  # s NAME CMD...: one line per step in summary.txt
+    local name=$1
+    shift
+    timeout "${LIMIT:-200}" "$@" >"$OUT/$name.log" 2>&1
+    echo "$name rc=$? :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
+  }
+  s tgp_default test_gpu_prefill &
+  PAGECHECK_ATTN_KERNEL=wgmma s tgp_wgmma test_gpu_prefill &
+  PAGECHECK_ATTN_KERNEL=mma s tgp_mma test_gpu_prefill &
+  s test_gpu_decode test_gpu_decode &
+  s test_gpu_core test_gpu_core &
+  s dev_check_default prefill_dev check &
+  PAGECHECK_WS_TMA_MIN=1024 s dev_check_rows prefill_dev check &
+  PAGECHECK_WS_FP8=1 s dev_check_ws_fp8 prefill_dev check &
+  PAGECHECK_WS_FP8=1 s tgp_ws_fp8 test_gpu_prefill &
+  s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
+  s suite_split64 pagecheck run --paths reference,direct,split,auto --plan split:64:100 --no-timing --require-gpu \
+    --json "$OUT/suite_split64.json" &
+  wait
+  for extra in "--head-dim 64" "--head-dim 256" "--kv-dtype F8_E4M3" "--kv-dtype F8_E4M3 --ws-fp8"; do
+    local tag=${extra// /_} ws=0
+    [ "${extra% --ws-fp8}" != "$extra" ] && ws=1 && extra=${extra% --ws-fp8}
+    PAGECHECK_WS_FP8=$ws timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks $extra \
+      >"$OUT/bench$tag.log" 2>&1
+    echo "bench prefill $extra (PAGECHECK_WS_FP8=$ws): $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench$tag.log")" |
+      tee -a "$OUT/summary.txt"
+  done
+  timeout 60 pagecheck bench --shapes decode --paths direct,split,auto --no-checks >"$OUT/bench_decode.log" 2>&1
+  echo "bench decode: $(awk '/^decode-/ {s=$1} /^  [a-z]+ +pass/ {p=$1} /GB\/s/ && !/stage/ && p != "" {printf "%s %s %s; ", s, p, $1; p = ""}' "$OUT/bench_decode.log")" |
+    tee -a "$OUT/summary.txt"
+  timeout 100 prefill_dev quick >"$OUT/dev_quick.log" 2>&1
+  grep TFLOP "$OUT/dev_quick.log" | tee -a "$OUT/summary.txt"
+  python3 - "$OUT/suite.json" "$OUT/suite_split64.json" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
+import collections, json, sys
+for path in sys.argv[1:]:
+    try:
+        d = json.load(open(path))
+    except Exception as e:
+        print(path, "unreadable:", e)
+        continue
+    print(path, d["summary"], "exit", d["exit_code"])
+    for c in d["cases"]:
+        for p in c["paths"]:
+            if p["status"] in ("fail", "error"):
+                print("  ", c["name"], p["path"], p["status"], (p.get("reason") or "")[:150])
+PY
+  (cd "$OUT" && tar czf pending.tgz --exclude=pending.tgz .)
+}
+
+case "$mode" in
+  build) do_build ;;
+  run) do_run ;;
+  *) echo "usage: $0 build [ARCHS] | run" >&2; exit 2 ;;
+esac
