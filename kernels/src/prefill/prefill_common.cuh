@@ -428,7 +428,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
 
   QueryTile qt;
   if (!block_query_tile<kBlockM, !T::CONTIG>(p, qt)) return;
-  // Heaviest tiles (latest tokens: most keys under causal masking) first.
   const auto& [seq, q_begin, kv_head, row0, rows_total, seq_len, pos0, min_pos, max_pos, key_lo, key_hi, table_begin] =
       qt;
   const int group = p.group;
