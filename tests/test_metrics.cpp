@@ -187,6 +187,30 @@ TEST_CASE("default tolerances shrink atol for rows whose outputs are small") {
   CHECK(compare(c, out, zero_row, 4, bf16).mismatches == 1);
 }
 
+TEST_CASE("row-scaled atol stops at the output dtype's smallest normal value") {
+  // A sink logit hundreds above a row's keys makes reference outputs of
+  // 1e-250 that a float kernel writes as 0; an F16 output turns subnormal
+  // below 6.1e-5. Neither is an error; a wrong value of a normal size still is.
+  const Case c = geometry();
+  const Tolerance bf16 = default_tolerance(DType::BF16, DType::BF16);
+  const Tolerance f16 = default_tolerance(DType::F16, DType::F8_E4M3);
+  CHECK(bf16.row_floor == static_cast<double>(std::numeric_limits<float>::min()));
+  CHECK(f16.row_floor == 6.103515625e-05);
+  CHECK(default_tolerance(DType::F32, DType::BF16).row_floor == bf16.row_floor);
+  std::vector<double> ref(32, 1.0);
+  for (int d = 0; d < 4; ++d) ref[d] = d % 2 ? 3e-250 : -2e-250;  // row 0
+  for (int d = 0; d < 4; ++d) ref[4 + d] = d % 2 ? 2e-6 : -3e-6;  // row 1: F16-subnormal outputs
+  std::vector<float> out = as_float(ref);
+  for (int d = 0; d < 8; ++d) out[d] = 0.0f;
+  CHECK(compare(c, out, ref, 4, bf16).mismatches == 4);  // row 1 is within BF16's normal range
+  CHECK(compare(c, out, ref, 4, f16).mismatches == 0);
+  out[0] = 1e-30f;  // above FLT_MIN in a row of 1e-250: wrong for BF16, below F16's floor
+  CHECK(compare(c, out, ref, 4, bf16).mismatches == 5);
+  CHECK(compare(c, out, ref, 4, f16).mismatches == 0);
+  out[5] = 2e-4f;  // above F16's floor: wrong
+  CHECK(compare(c, out, ref, 4, f16).mismatches == 1);
+}
+
 TEST_CASE("elements whose reference is NaN are unjudged; the worst is found among the others") {
   // A NaN in a query row makes that row of the reference NaN: no output is
   // right or wrong there, and it must not become the worst element.

@@ -12,6 +12,12 @@ namespace pagecheck {
 namespace {
 
 // The tolerance one precision needs on the attention output.
+// The smallest normal value a kernel writes in this dtype (F32 kernels flush
+// subnormals); BF16 shares F32's exponent range.
+double smallest_normal(DType dtype) {
+  return dtype == DType::F16 ? 6.103515625e-05 : static_cast<double>(std::numeric_limits<float>::min());
+}
+
 Tolerance tolerance_for(DType dtype) {
   switch (dtype) {
     case DType::F64:
@@ -159,7 +165,7 @@ class ErrorMapBuilder {
 
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype) {
   const Tolerance q = tolerance_for(query_dtype), kv = tolerance_for(kv_dtype);
-  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale};
+  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale, smallest_normal(query_dtype)};
 }
 
 Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
@@ -191,7 +197,7 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
       for (std::size_t k = i; k < row_end; ++k)
         if (std::isfinite(ref[k])) sum_sq += ref[k] * ref[k];
       const double rms = std::sqrt(sum_sq / static_cast<double>(row_end - i));
-      row_atol = tolerance.atol * std::min(1.0, rms / tolerance.row_scale);
+      row_atol = std::max(tolerance.atol * std::min(1.0, rms / tolerance.row_scale), tolerance.row_floor);
     }
     const double o = out[i], r = ref[i];
     if (std::isnan(r)) {  // the inputs of this element are not finite: nothing to judge

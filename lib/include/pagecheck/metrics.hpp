@@ -20,13 +20,20 @@ struct Tolerance {
   // wrong page; a kernel's rounding shrinks with the row, so this keeps the
   // margin. 0: atol as is (the LSE, recorded outputs).
   double row_scale = 0;
+  // The smallest atol the row scaling may reach: the smallest normal value
+  // of the output dtype. Below it the kernel's output cannot carry relative
+  // precision (F16 turns subnormal at 6.1e-5; F32 and BF16 kernels flush at
+  // 1.2e-38), while the double reference can: a sink logit hundreds above a
+  // row's keys makes outputs of 1e-250 that every float kernel writes as 0.
+  double row_floor = 0;
 };
 
 // The row_scale default_tolerance sets.
 inline constexpr double kToleranceRowScale = 0.1;
 
 // Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
-// query, KV and output precisions decides; row_scale kToleranceRowScale.
+// query, KV and output precisions decides; row_scale kToleranceRowScale,
+// row_floor the smallest normal value of the output (= query) dtype.
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
 // The same for the LSE (log domain: an absolute floor of 1e-4 at least; no
 // row scaling).
