@@ -30,4 +30,9 @@ g++ -std=c++20 -O2 -Ilib/include -I/usr/include/eigen3 -c lib/src/dtype.cpp -o "
 /usr/local/cuda/bin/nvcc "${a90[@]}" "$out/prefill_dev.o" "$out/prefill.o" "$out/fmha.o" "$out/dtype.o" \
   "$out/attn_sm90.o" "$out/attn_sm90_ws$suffix.o" -o "$out/prefill_dev$suffix"
 grep -E "registers|spill" "$out/ptxas_ws$suffix.txt" | grep -B1 -A0 "spill" | head -20 || true
+# ptxas serialises every wgmma (a wait after each) when the accumulators do
+# not fit beside what else is live: 30% slower (docs/performance.md, ws13).
+if grep -q C7511 "$out/ptxas_ws$suffix.txt"; then
+  echo "WARNING: wgmma serialized (ptxas C7511) in $(grep -c C7511 "$out/ptxas_ws$suffix.txt") kernels of $name" >&2
+fi
 ls -la "$out/prefill_dev$suffix"

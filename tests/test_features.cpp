@@ -290,15 +290,18 @@ TEST_CASE("sinks: the generator draws them from their own stream; reduce keeps t
   CHECK(kept.sinks == std::vector<float>{with.sinks[3]});
 }
 
-TEST_CASE("sinks: the decode paths take them; prefill and fmha report them n/a, naming the feature") {
+TEST_CASE("sinks: every built-in path takes them; with ALiBi, prefill and fmha report the ALiBi n/a") {
   SyntheticSpec spec = small_spec();
   CHECK(builtin_feature_refusal(generate(spec), "split").empty());
   spec.sinks = true;
   const Case c = generate(spec);
-  for (const char* path : {"direct", "split", "auto"}) CHECK_MESSAGE(builtin_feature_refusal(c, path).empty(), path);
+  for (const char* path : {"direct", "split", "auto", "prefill", "fmha"})
+    CHECK_MESSAGE(builtin_feature_refusal(c, path).empty(), path);
+  spec.alibi = true;
+  const Case both = generate(spec);
   for (const char* path : {"prefill", "fmha"}) {
-    const std::string why = builtin_feature_refusal(c, path);
-    CHECK_MESSAGE((contains(why, "attention sinks") && contains(why, path)), why);
+    const std::string why = builtin_feature_refusal(both, path);
+    CHECK_MESSAGE((contains(why, "ALiBi") && contains(why, path)), why);
   }
 }
 

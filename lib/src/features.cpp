@@ -11,9 +11,11 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
                        feature, path);
   };
   // The decode paths (direct, split, auto) take sinks and ALiBi
-  // (kernels/src/decode/, docs/gpu-paths.md); prefill and fmha not yet.
+  // (kernels/src/decode/, docs/gpu-paths.md); prefill and fmha take sinks
+  // (in their epilogues), not yet ALiBi.
   const bool decode = path == "direct" || path == "split" || path == "auto";
-  if (c.has_sinks() && !decode) return refuse("attention sinks");
+  const bool prefill = path == "prefill" || path == "fmha";
+  if (c.has_sinks() && !decode && !prefill) return refuse("attention sinks");
   if (c.has_alibi() && !decode) return refuse("ALiBi slopes");
   if (c.has_latent()) return refuse("latent (MLA) caches");
   return {};

@@ -362,8 +362,8 @@ const std::vector<SuiteTarget>& suite_targets() {
   static const std::vector<SuiteTarget> targets = [] {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
-    // also cover pairs of the wider targets (but for decode-sinks-alibi, made
-    // last: see there). The built-in families take the features that issue
+    // also cover pairs of the wider targets (but for decode-sinks-alibi,
+    // prefill-sinks and fmha-sinks, made last: see there). The built-in families take the features that issue
     // 23 added (sinks, ALiBi, head dims 32/80/96/112/120) only once their
     // kernels do (features.hpp: the decode kernels take sinks and ALiBi, the
     // decode-sinks-alibi family); the "kernel" family takes every value.
@@ -438,6 +438,28 @@ const std::vector<SuiteTarget>& suite_targets() {
       decode.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
       decode.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi, value::kAlibi};
       t.push_back(std::move(decode));
+    }
+    {
+      // Prefill and fmha take attention sinks (issue 23: in their
+      // epilogues), not yet ALiBi: the prefill family again with the sinks
+      // axis open, made after decode-sinks-alibi for the same reason.
+      auto prefill = make_target("prefill-sinks", {"prefill"},
+                                 "every built-in prefill feature with and without attention sinks");
+      prefill = builtin(std::move(prefill));
+      prefill.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
+      t.push_back(std::move(prefill));
+    }
+    {
+      // The same for the cases the warp-specialised kernel and fmha take
+      // (BF16 K/V, head dim 128), which the pairs above need not reach.
+      auto fmha = make_target("fmha-sinks", {"prefill", "fmha"},
+                              "BF16 K/V at head dim 128 (fmha, and the prefill path's warp-specialised kernel on "
+                              "compute capability 9.0) with and without attention sinks");
+      fmha.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kBf16};
+      fmha.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
+      fmha = builtin(std::move(fmha));
+      fmha.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
+      t.push_back(std::move(fmha));
     }
     return t;
   }();

@@ -877,9 +877,13 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
     // profile's logits, so that a dropped sink shows in every profile: the
     // LLM-like rows hold a sink token kSinkLogit above the rest, the
     // large-logits rows logits of about kLargeLogitMagnitude^2.
+    // A softcap c bounds every logit by c: sinks sized to the uncapped
+    // large logits (up to 600) would take all of every row's weight, and
+    // outputs of 1e-250 show no other error; so the size is at most c / 3.
     Random sink_rng(stream_seed(spec.seed, Stream::Sinks, 0));
     const double offset = spec.profile == ValueProfile::LlmLike ? kSinkLogit : 0.0;
-    const double size = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude * kLargeLogitMagnitude : 1.0;
+    double size = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude * kLargeLogitMagnitude : 1.0;
+    if (spec.softcap > 0) size = std::min(size, spec.softcap / 3.0);
     for (std::int64_t h = 0; h < q_heads; ++h) {
       const double unit = kSinkLow + (kSinkHigh - kSinkLow) * (sink_rng.symmetric() + 1.0) / 2.0;
       c.sinks.push_back(static_cast<float>(offset + size * unit));

@@ -54,6 +54,7 @@ EXPECT = {
     "28": ("split, auto", "output and LSE vs reference: a sink case of 2+ active partitions (the device check's split:64 plan; the default plan's where a context passes one partition)"),
     "29": ("direct, auto", "LSE vs reference: a sink case whose sink is not negligible next to its row (short contexts)"),
     "30": ("direct, split, auto", "output vs reference: any ALiBi decode case past one key"),
+    "31": ("prefill, fmha", "output vs reference: a sink case whose sink is above its row's largest logit"),
 }
 
 
@@ -144,8 +145,8 @@ mutant("13-sm90-softcap-twice",
 mutant("14-sm90-gqa-mapping",
        "wrong GQA mapping: the wgmma kernel stores output rows to head (row % group) * kv_heads + kv_head (interleaved) while Q is loaded grouped",
        ("kernels/src/prefill/attn_sm90.cu",
-        "    const int head = kv_head * group + row % group;\n    const std::int64_t out_row",
-        "    const int head = (row % group) * static_cast<int>(view.kv.kv_heads) + kv_head;\n    const std::int64_t out_row"))
+        "    const int head = kv_head * group + row % group;\n    float m_row = m[h];",
+        "    const int head = (row % group) * static_cast<int>(view.kv.kv_heads) + kv_head;\n    float m_row = m[h];"))
 mutant("15-sm90-read-past-seq-len",
        "read past seq_len: the wgmma producer loads key seq_len too (its slot is not zero-filled; P = 0 times NaN)",
        ("kernels/src/prefill/attn_sm90.cu",
@@ -242,6 +243,11 @@ mutant("30-decode-alibi-sign-flipped",
        ("kernels/src/decode/decode_common.cuh",
         "        const float distance = static_cast<float>(key - query_pos);  // key position - query position\n",
         "        const float distance = static_cast<float>(query_pos - key);  // key position - query position\n"))
+mutant("31-prefill-sink-not-rescaled",
+       "sink added to the sum at the wrong scale: the prefill epilogues divide by the sum with the sink but do not rescale the output to the sink's max",
+       ("kernels/src/prefill/prefill_common.cuh",
+        "  return old_sum > 0.f ? keep * old_sum / sum : 0.f;\n",
+        "  return old_sum > 0.f ? old_sum / sum : 0.f;\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",

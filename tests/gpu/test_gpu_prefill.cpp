@@ -122,6 +122,59 @@ TEST_CASE("prefill: every dtype, head dims 64, 256, 192/128, GQA 1/8 and MQA") {
   }
 }
 
+TEST_CASE("prefill and fmha: attention sinks through every prefill kernel, with windows, softcap and huge sinks") {
+  // The sink joins each row's max and sum in the kernels' epilogues
+  // (add_sink_row): BF16/F16 at d128 take the warp-specialised kernel on
+  // sm_90a, fp8 the older wgmma kernel, d64/d256 the mma.sync kernel, F32
+  // the CUDA-core one (PAGECHECK_ATTN_KERNEL=wgmma / mma choose others).
+  std::uint64_t seed = 3100;
+  struct Kernel {
+    DType kv;
+    std::int64_t dim;
+  };
+  for (const Kernel& k : {Kernel{DType::BF16, 128}, Kernel{DType::F16, 128}, Kernel{DType::F8_E4M3, 128},
+                          Kernel{DType::BF16, 64}, Kernel{DType::BF16, 256}, Kernel{DType::F32, 128}}) {
+    const std::vector<std::string> paths =
+        k.kv == DType::BF16 && k.dim == 128 ? std::vector<std::string>{"prefill", "fmha"}
+                                            : std::vector<std::string>{"prefill"};
+    auto s = chunk_spec(fmt::format("sinks-{}-d{}", dtype_name(k.kv), k.dim), seed++);
+    s.kv_dtype = k.kv;
+    s.head_dim = s.v_head_dim = k.dim;
+    s.sinks = true;
+    s.query_mode = QueryMode::Mixed;  // decode rows (one token) beside chunks
+    s.seq_len_list = {1, 54, 300, 1000};
+    s.q_len_list = {1, 17, 130};
+    s.num_seqs = 4;
+    check_spec(s, paths);
+
+    // A window and a softcap over the large-logits profile: sinks of
+    // -200 .. 600 beside logits capped at 30, rows whose output is
+    // nearly all the sink's (1e-250: written as 0).
+    auto w = chunk_spec(fmt::format("sinks-window-softcap-{}-d{}", dtype_name(k.kv), k.dim), seed++);
+    w.kv_dtype = k.kv;
+    w.head_dim = w.v_head_dim = k.dim;
+    w.sinks = true;
+    w.sliding_window = 55;
+    w.softcap = 30.0;
+    w.profile = ValueProfile::LargeLogits;
+    w.seq_len_list = {97, 512};
+    w.q_len_list = {64, 17};
+    w.num_seqs = 2;
+    check_spec(w, paths);
+  }
+  // Sinks of +-100 by head (the LSE is the sink where it dominates) and a
+  // whole prompt of one token.
+  auto e = chunk_spec("sinks-extreme", seed++);
+  e.sinks = true;
+  e.query_mode = QueryMode::Prefill;
+  e.seq_len_list = {1, 64, 129};
+  e.num_seqs = 3;
+  auto c = generate_case(e);
+  REQUIRE(c.ok());
+  for (std::size_t h = 0; h < c->sinks.size(); ++h) c->sinks[h] = h % 2 ? 100.0f : -100.0f;
+  check_paths(*c, describe_spec(e) + " (sinks +-100)", {"prefill", "fmha"});
+}
+
 TEST_CASE("fmha reports n/a outside BF16 K/V with head dim 128") {
   auto s = chunk_spec("fmha-na", 1400);
   s.kv_dtype = DType::F16;

@@ -318,19 +318,21 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float sum = row_sum(l[h]);
+    float sum = row_sum(l[h]);
     const int row = row0 + wg_row + g + 8 * h;
     if (row >= rows_total) continue;
-    const float inv = sum > 0.f ? p.out_scale / sum : 0.f;
     const std::int64_t token = q_begin + row / group;
     const int head = kv_head * group + row % group;
+    float m_row = m[h];
+    float inv = sum > 0.f ? p.out_scale / sum : 0.f;
+    inv *= add_sink_row(view.sinks, head, m_row, sum);
     const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
 #pragma unroll
     for (int d = 0; d < kDBlocks; ++d)
       store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv,
              o[d * 4 + 2 * h + 1] * inv);
     if (view.lse != nullptr && t == 0)
-      view.lse[token * view.q_heads + head] = row_lse(m[h], sum);
+      view.lse[token * view.q_heads + head] = row_lse(m_row, sum);
   }
 #endif  // PAGECHECK_SM90A_DEVICE
 }
