@@ -10,10 +10,10 @@ over the default suite. Checks, per case:
     and every other GPU path was n/a (a path that silently does not apply
     would leave its family's pairs uncovered);
   - on a compute capability 9.0 device (some plan names the wgmma kernel),
-    the prefill path ran the wgmma kernel exactly on the cases of the
-    prefill-wgmma family and on those of prefill-sinks and fmha-sinks with
-    its values (head dim 128, 16-bit or fp8 K/V), and fmha on all of its
-    cases (unless --mma: then no case ran it).
+    the prefill path ran the wgmma kernel exactly on the cases with the
+    prefill-wgmma family's values (head dim 128, 16-bit or fp8 K/V, no
+    ALiBi), and fmha on all of its cases (unless --mma: then no case ran
+    it).
 Exit 0 when all hold, 1 otherwise, printing each violation.
 """
 import json
@@ -23,10 +23,10 @@ import sys
 # built-in path; a case of that family alone must be n/a on every GPU path.
 FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"direct", "split", "auto"},
                 "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set(),
-                "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}}
+                "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"}}
 # The prefill path takes a wgmma kernel for head dim 128 with 16-bit or fp8
-# K/V: the prefill-wgmma family's cases, and those of the sinks families
-# (made after it) with the same values.
+# K/V and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma
+# family's cases, and those of the families made after it with its values.
 WGMMA_KV = {"F16", "BF16", "F8_E4M3", "F8_E5M2"}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
@@ -39,7 +39,7 @@ def read_list(path):
             if len(parts) >= 2 and all(t in FAMILY_PATHS for t in parts[1].split(",")):
                 families[parts[0]] = set(parts[1].split(","))
                 axes = dict(t.split("=", 1) for t in parts[2:] if "=" in t)
-                if axes.get("kv_dtype") in WGMMA_KV and axes.get("head_dim") == "128":
+                if axes.get("kv_dtype") in WGMMA_KV and axes.get("head_dim") == "128" and axes.get("alibi") != "on":
                     families[parts[0]].add("wgmma-values")
     return families
 
@@ -73,8 +73,7 @@ def main(argv):
                 problems.append(f"{name}: {path} is {status}, no family of it takes the case")
             if hopper and path == "prefill" and status == "pass":
                 wgmma = "wgmma" in (p.get("plan") or "")
-                want = ("prefill-wgmma" in fam or ("wgmma-values" in fam and fam & {"prefill-sinks", "fmha-sinks"})) \
-                    and not mma
+                want = ("prefill-wgmma" in fam or "wgmma-values" in fam) and not mma
                 if wgmma != want:
                     problems.append(f"{name}: prefill ran {'wgmma' if wgmma else 'mma.sync'}, expected "
                                     f"{'wgmma' if want else 'mma.sync'}")

@@ -11,12 +11,12 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
                        feature, path);
   };
   // The decode paths (direct, split, auto) take sinks and ALiBi
-  // (kernels/src/decode/, docs/gpu-paths.md); prefill and fmha take sinks
-  // (in their epilogues), not yet ALiBi.
+  // (kernels/src/decode/, docs/gpu-paths.md); prefill takes both (sinks in
+  // its kernels' epilogues, ALiBi on its CUDA-core kernel), fmha sinks.
   const bool decode = path == "direct" || path == "split" || path == "auto";
-  const bool prefill = path == "prefill" || path == "fmha";
-  if (c.has_sinks() && !decode && !prefill) return refuse("attention sinks");
-  if (c.has_alibi() && !decode) return refuse("ALiBi slopes");
+  const bool prefill = path == "prefill";
+  if (c.has_sinks() && !decode && !prefill && path != "fmha") return refuse("attention sinks");
+  if (c.has_alibi() && !decode && !prefill) return refuse("ALiBi slopes");
   if (c.has_latent()) return refuse("latent (MLA) caches");
   return {};
 }

@@ -363,7 +363,7 @@ const std::vector<SuiteTarget>& suite_targets() {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
     // also cover pairs of the wider targets (but for decode-sinks-alibi,
-    // prefill-sinks and fmha-sinks, made last: see there). The built-in families take the features that issue
+    // prefill-sinks, fmha-sinks and prefill-alibi, made last: see there). The built-in families take the features that issue
     // 23 added (sinks, ALiBi, head dims 32/80/96/112/120) only once their
     // kernels do (features.hpp: the decode kernels take sinks and ALiBi, the
     // decode-sinks-alibi family); the "kernel" family takes every value.
@@ -460,6 +460,16 @@ const std::vector<SuiteTarget>& suite_targets() {
       fmha = builtin(std::move(fmha));
       fmha.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
       t.push_back(std::move(fmha));
+    }
+    {
+      // Prefill takes ALiBi too (on its CUDA-core kernel): the prefill
+      // family with both logit axes open, made last.
+      auto prefill = make_target("prefill-alibi", {"prefill"},
+                                 "every built-in prefill feature with and without ALiBi and attention sinks");
+      prefill = builtin(std::move(prefill));
+      prefill.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
+      prefill.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi, value::kAlibi};
+      t.push_back(std::move(prefill));
     }
     return t;
   }();

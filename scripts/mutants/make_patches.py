@@ -55,6 +55,7 @@ EXPECT = {
     "29": ("direct, auto", "LSE vs reference: a sink case whose sink is not negligible next to its row (short contexts)"),
     "30": ("direct, split, auto", "output vs reference: any ALiBi decode case past one key"),
     "31": ("prefill, fmha", "output vs reference: a sink case whose sink is above its row's largest logit"),
+    "32": ("prefill", "output vs reference: any ALiBi prefill case past one key"),
 }
 
 
@@ -248,6 +249,11 @@ mutant("31-prefill-sink-not-rescaled",
        ("kernels/src/prefill/prefill_common.cuh",
         "  return old_sum > 0.f ? keep * old_sum / sum : 0.f;\n",
         "  return old_sum > 0.f ? old_sum / sum : 0.f;\n"))
+mutant("32-prefill-alibi-sign-flipped",
+       "ALiBi's distance with its sign flipped in prefill: the CUDA-core kernel biases key j by slope * (pos - j)",
+       ("kernels/src/prefill/prefill.cu",
+        "    x += alibi2 * static_cast<float>(j - pos);\n",
+        "    x += alibi2 * static_cast<float>(pos - j);\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",

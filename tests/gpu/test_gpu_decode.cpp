@@ -307,7 +307,7 @@ TEST_CASE("decode: a long context with sinks and ALiBi split into many partition
   check_paths(*c, describe_spec(s), {"auto"});
 }
 
-TEST_CASE("decode paths take sinks and ALiBi; prefill and fmha report the ALiBi n/a") {
+TEST_CASE("decode paths and prefill take sinks and ALiBi; fmha reports the ALiBi n/a") {
   auto s = decode_spec("applicability-23", 2800);
   s.seq_len_list = {10, 20};
   s.num_seqs = 2;
@@ -315,15 +315,13 @@ TEST_CASE("decode paths take sinks and ALiBi; prefill and fmha report the ALiBi 
   s.alibi = true;
   auto c = generate_case(s);
   REQUIRE(c.ok());
-  for (const char* name : {"direct", "split", "auto"}) {
+  for (const char* name : {"direct", "split", "auto", "prefill"}) {
     const Applicability a = gpu_registry().find(name)->applies(*c);
     CHECK_MESSAGE(a.applies, name, ": ", a.reason);
   }
-  for (const char* name : {"prefill", "fmha"}) {
-    const Applicability a = gpu_registry().find(name)->applies(*c);
-    CHECK_FALSE(a.applies);
-    CHECK_MESSAGE(a.reason.find("ALiBi") != std::string::npos, a.reason);
-  }
+  const Applicability a = gpu_registry().find("fmha")->applies(*c);
+  CHECK_FALSE(a.applies);
+  CHECK_MESSAGE(a.reason.find("ALiBi") != std::string::npos, a.reason);
 }
 
 TEST_CASE("decode paths report n/a for a prefill case") {

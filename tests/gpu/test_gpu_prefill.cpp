@@ -175,6 +175,49 @@ TEST_CASE("prefill and fmha: attention sinks through every prefill kernel, with 
   check_paths(*c, describe_spec(e) + " (sinks +-100)", {"prefill", "fmha"});
 }
 
+TEST_CASE("prefill: ALiBi on the CUDA-core kernel over every cache dtype and head dim, with sinks, windows, softcap") {
+  // logit += slope * (key position - query position): every query token at
+  // its own position, so chunks and whole prompts both test the distance.
+  std::uint64_t seed = 3200;
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    auto s = chunk_spec(fmt::format("alibi-{}", dtype_name(kv)), seed++);
+    s.kv_dtype = kv;
+    s.alibi = true;
+    s.sinks = kv == DType::BF16;
+    if (is_fp8(kv)) {
+      s.k_scale = 0.5;
+      s.v_scale = 2.0;
+    }
+    s.query_mode = QueryMode::Mixed;
+    s.seq_len_list = {1, 54, 300};
+    s.q_len_list = {1, 17, 64};
+    s.num_seqs = 3;
+    check_spec(s, {"prefill"});
+  }
+  struct Dims {
+    std::int64_t dk, dv;
+  };
+  for (const Dims& d : {Dims{64, 64}, Dims{256, 256}, Dims{192, 128}}) {
+    auto s = chunk_spec(fmt::format("alibi-d{}-{}-window-softcap", d.dk, d.dv), seed++);
+    s.head_dim = d.dk;
+    s.v_head_dim = d.dv;
+    s.alibi = true;
+    s.sliding_window = 40;
+    s.softcap = 20.0;
+    s.seq_len_list = {97, 200};
+    s.q_len_list = {33, 97};
+    s.num_seqs = 2;
+    check_spec(s, {"prefill"});
+  }
+  auto w = chunk_spec("alibi-whole-prompts-noncausal", seed++);
+  w.alibi = true;
+  w.causal = false;
+  w.query_mode = QueryMode::Prefill;
+  w.seq_len_list = {1, 70, 129};
+  w.num_seqs = 3;
+  check_spec(w, {"prefill"});
+}
+
 TEST_CASE("fmha reports n/a outside BF16 K/V with head dim 128") {
   auto s = chunk_spec("fmha-na", 1400);
   s.kv_dtype = DType::F16;

@@ -12,7 +12,9 @@
 //       into the logit scale and the output). Query F32/F16 is rounded to the
 //       operand type on load.
 //   prefill_f32_kernel<DK, DV>   F32 K/V on CUDA cores: one warp per (query
-//       token, query head), float accumulation throughout.
+//       token, query head), float accumulation throughout; also every ALiBi
+//       case, for every cache dtype (issue 23: the tensor-core kernels do
+//       not take the bias yet).
 // Head dims built: 64, 128, 256 and 192/128 (K/V).
 //
 // Notes (H200, see the report and docs/performance.md):
@@ -63,6 +65,15 @@ __device__ __forceinline__ float load1(DType dtype, const void* base, std::int64
   if (dtype == DType::F16) return __half2float(static_cast<const __half*>(base)[index]);
   return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[index]);
 }
+// One K or V element of any built cache dtype (fp8 widened; the scales are
+// in logit_mul and out_scale as for every kernel).
+__device__ __forceinline__ float load_kv1(DType dtype, const void* base, std::int64_t index) {
+  if (dtype == DType::F8_E4M3 || dtype == DType::F8_E5M2) {
+    const __nv_fp8_storage_t v = static_cast<const __nv_fp8_storage_t*>(base)[index];
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, dtype == DType::F8_E4M3 ? __NV_E4M3 : __NV_E5M2)));
+  }
+  return load1(dtype, base, index);
+}
 __device__ __forceinline__ void store1(DType dtype, void* base, std::int64_t index, float x) {
   if (dtype == DType::F32)
     static_cast<float*>(base)[index] = x;
@@ -101,25 +112,29 @@ __global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __gri
   int key_lo = 0, key_hi = seq_len;
   if (view.causal) key_hi = max(0, min(seq_len, pos + 1));
   if (view.window > 0) key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), pos - view.window + 1));
-  const float* keys = static_cast<const float*>(view.kv.key_data);
-  const float* values = static_cast<const float*>(view.kv.value_data);
+  const DType kv_dtype = view.kv_dtype;
+  // ALiBi: logit += slope * (key position - query position), in base 2
+  // like the logits, after the cap (the reference's order).
+  const float alibi2 = view.alibi_slopes != nullptr ? view.alibi_slopes[head] * 1.4426950408889634f : 0.f;
   for (int j = key_lo; j < key_hi; ++j) {
     if (!key_visible(j, pos, view.causal, view.window)) continue;
-    const float* krow = keys + view.kv.key_offset(seq, j, kv_head);
+    const std::int64_t krow = view.kv.key_offset(seq, j, kv_head);
     float dot = 0.f;
 #pragma unroll
-    for (int k = 0; k < DK / 32; ++k) dot += q[k] * krow[lane + 32 * k];
+    for (int k = 0; k < DK / 32; ++k) dot += q[k] * load_kv1(kv_dtype, view.kv.key_data, krow + lane + 32 * k);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
-    const float x = p.softcap_out != 0.f ? p.softcap_out * tanhf(dot * p.logit_mul) : dot * p.logit_mul;
+    float x = p.softcap_out != 0.f ? p.softcap_out * tanhf(dot * p.logit_mul) : dot * p.logit_mul;
+    x += alibi2 * static_cast<float>(j - pos);
     const float m_new = fmaxf(m, x);
     const float alpha = exp2f(m - m_new);  // m = -inf at the first key: 0
     const float prob = exp2f(x - m_new);
     l = l * alpha + prob;
     m = m_new;
-    const float* vrow = values + view.kv.value_offset(seq, j, kv_head);
+    const std::int64_t vrow = view.kv.value_offset(seq, j, kv_head);
 #pragma unroll
-    for (int k = 0; k < DV / 32; ++k) acc[k] = acc[k] * alpha + prob * vrow[lane + 32 * k];
+    for (int k = 0; k < DV / 32; ++k)
+      acc[k] = acc[k] * alpha + prob * load_kv1(kv_dtype, view.kv.value_data, vrow + lane + 32 * k);
   }
   const float inv = l > 0.f ? p.out_scale / l : 0.f;
   const float sink_keep = attn::add_sink_row(view.sinks, head, m, l);  // m, l: the row's with the sink
@@ -190,6 +205,7 @@ Applicability prefill_applies(const Case& c) {
 }
 
 const char* prefill_kernel_name(const DeviceCaseView& view) {
+  if (view.alibi_slopes != nullptr) return "CUDA cores (ALiBi)";
   if (view.kv_dtype == DType::F32) return "f32 (CUDA cores)";
 #ifdef PAGECHECK_HAVE_SM90A
   return attn::attn_kernel_name(view, false);
@@ -201,11 +217,20 @@ const char* prefill_kernel_name(const DeviceCaseView& view) {
 Status launch_prefill(const DeviceCaseView& view, cudaStream_t stream) {
   PC_TRY(attn::check_common(view));
   const AttnParams p = attn::make_params(view);
+  const int dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (view.alibi_slopes != nullptr) {
+    // ALiBi (issue 23) on the CUDA-core kernel, for every cache dtype: a
+    // correct path for ALiBi models until the tensor-core kernels take the
+    // bias (it is as slow as the F32 path).
+    if (dk == 64 && dv == 64) return launch_f32<64, 64>(p, stream);
+    if (dk == 128 && dv == 128) return launch_f32<128, 128>(p, stream);
+    if (dk == 256 && dv == 256) return launch_f32<256, 256>(p, stream);
+    if (dk == 192 && dv == 128) return launch_f32<192, 128>(p, stream);
+  }
 #ifdef PAGECHECK_HAVE_SM90A
   // Hopper: the wgmma kernel (attn_sm90.cu) where it is built for the case.
   if (attn::sm90_supports(view, false) && attn::sm90_available()) return attn::launch_attn_sm90(p, false, stream);
 #endif
-  const int dk = view.kv.head_dim, dv = view.kv.v_head_dim;
   if (dk == 64 && dv == 64) return launch_dims<64, 64>(p, stream);
   if (dk == 128 && dv == 128) return launch_dims<128, 128>(p, stream);
   if (dk == 256 && dv == 256) return launch_dims<256, 256>(p, stream);
