@@ -8,7 +8,11 @@
 #            epilogue (the same lines ws13 ran; its hot loop's SASS is
 #            b63ab0d's), the prefill-sinks and fmha-sinks suite families
 #            (152 cases) and check_suite_report.py's view of them;
-#   mutant 31 (prefill sinks not rescaled) has not met the suite on a GPU.
+#   00340fd  ALiBi in the prefill path on its CUDA-core kernel (every cache
+#            dtype), test_gpu_prefill's ALiBi case, the prefill-alibi family
+#            (154 cases);
+#   mutants 31 and 32 (prefill sinks not rescaled, prefill ALiBi sign
+#   flipped) have not met the suite on a GPU (scripts/mutants/run.sh).
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
