@@ -14,9 +14,10 @@ std::string builtin_feature_refusal(const Case& c, std::string_view path) {
   // (kernels/src/decode/, docs/gpu-paths.md); prefill takes both (sinks in
   // its kernels' epilogues, ALiBi on its CUDA-core kernel), fmha sinks.
   const bool decode = path == "direct" || path == "split" || path == "auto";
-  const bool prefill = path == "prefill";
-  if (c.has_sinks() && !decode && !prefill && path != "fmha") return refuse("attention sinks");
-  if (c.has_alibi() && !decode && !prefill) return refuse("ALiBi slopes");
+  const bool takes_alibi = decode || path == "prefill";
+  const bool takes_sinks = takes_alibi || path == "fmha";
+  if (c.has_sinks() && !takes_sinks) return refuse("attention sinks");
+  if (c.has_alibi() && !takes_alibi) return refuse("ALiBi slopes");
   if (c.has_latent()) return refuse("latent (MLA) caches");
   return {};
 }

@@ -11,13 +11,13 @@
 namespace pagecheck {
 namespace {
 
-// The tolerance one precision needs on the attention output.
 // The smallest normal value a kernel writes in this dtype (F32 kernels flush
 // subnormals); BF16 shares F32's exponent range.
 double smallest_normal(DType dtype) {
   return dtype == DType::F16 ? 6.103515625e-05 : static_cast<double>(std::numeric_limits<float>::min());
 }
 
+// The tolerance one precision needs on the attention output.
 Tolerance tolerance_for(DType dtype) {
   switch (dtype) {
     case DType::F64:

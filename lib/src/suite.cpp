@@ -363,10 +363,11 @@ const std::vector<SuiteTarget>& suite_targets() {
     std::vector<SuiteTarget> t;
     // In generation order: the most constrained first, so that their rows
     // also cover pairs of the wider targets (but for decode-sinks-alibi,
-    // prefill-sinks, fmha-sinks and prefill-alibi, made last: see there). The built-in families take the features that issue
-    // 23 added (sinks, ALiBi, head dims 32/80/96/112/120) only once their
-    // kernels do (features.hpp: the decode kernels take sinks and ALiBi, the
-    // decode-sinks-alibi family); the "kernel" family takes every value.
+    // prefill-sinks, fmha-sinks and prefill-alibi, made last: see there).
+    // The built-in families take the features that issue 23 added (sinks,
+    // ALiBi, head dims 32/80/96/112/120) only once their kernels do
+    // (features.hpp: decode and prefill take sinks and ALiBi, fmha sinks:
+    // the four families made last); the "kernel" family takes every value.
     const auto builtin = [](SuiteTarget target) {
       // The head dims the built-in kernels are built for (the others are n/a
       // there: "head_dim 96/96 is not built").
@@ -374,6 +375,12 @@ const std::vector<SuiteTarget>& suite_targets() {
       dims.erase(std::remove_if(dims.begin(), dims.end(), [](int v) { return v > value::kHead192; }), dims.end());
       target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks};
       target.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi};
+      return target;
+    };
+    // A built-in family with the sinks axis (and ALiBi's) open again.
+    const auto with_logit_features = [](SuiteTarget target, bool alibi) {
+      target.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
+      if (alibi) target.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi, value::kAlibi};
       return target;
     };
     {
@@ -434,21 +441,15 @@ const std::vector<SuiteTarget>& suite_targets() {
       auto decode = make_target("decode-sinks-alibi", {"direct", "split", "auto"},
                                 "one query token per sequence, with and without attention sinks and ALiBi");
       decode.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode};
-      decode = builtin(std::move(decode));
-      decode.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
-      decode.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi, value::kAlibi};
-      t.push_back(std::move(decode));
+      t.push_back(with_logit_features(builtin(std::move(decode)), true));
     }
-    {
-      // Prefill and fmha take attention sinks (issue 23: in their
-      // epilogues), not yet ALiBi: the prefill family again with the sinks
-      // axis open, made after decode-sinks-alibi for the same reason.
-      auto prefill = make_target("prefill-sinks", {"prefill"},
-                                 "every built-in prefill feature with and without attention sinks");
-      prefill = builtin(std::move(prefill));
-      prefill.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
-      t.push_back(std::move(prefill));
-    }
+    // Prefill and fmha take attention sinks (issue 23: in their kernels'
+    // epilogues): the prefill family again with the sinks axis open, made
+    // after decode-sinks-alibi for the same reason.
+    t.push_back(with_logit_features(builtin(make_target("prefill-sinks", {"prefill"},
+                                                        "every built-in prefill feature with and without attention "
+                                                        "sinks")),
+                                    false));
     {
       // The same for the cases the warp-specialised kernel and fmha take
       // (BF16 K/V, head dim 128), which the pairs above need not reach.
@@ -457,20 +458,14 @@ const std::vector<SuiteTarget>& suite_targets() {
                               "compute capability 9.0) with and without attention sinks");
       fmha.allowed[axis_index(SuiteAxis::KvDtype)] = {value::kBf16};
       fmha.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead128};
-      fmha = builtin(std::move(fmha));
-      fmha.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
-      t.push_back(std::move(fmha));
+      t.push_back(with_logit_features(builtin(std::move(fmha)), false));
     }
-    {
-      // Prefill takes ALiBi too (on its CUDA-core kernel): the prefill
-      // family with both logit axes open, made last.
-      auto prefill = make_target("prefill-alibi", {"prefill"},
-                                 "every built-in prefill feature with and without ALiBi and attention sinks");
-      prefill = builtin(std::move(prefill));
-      prefill.allowed[axis_index(SuiteAxis::Sinks)] = {value::kNoSinks, value::kSinks};
-      prefill.allowed[axis_index(SuiteAxis::Alibi)] = {value::kNoAlibi, value::kAlibi};
-      t.push_back(std::move(prefill));
-    }
+    // Prefill takes ALiBi too (on its CUDA-core kernel): the prefill family
+    // with both logit axes open, made last.
+    t.push_back(with_logit_features(builtin(make_target("prefill-alibi", {"prefill"},
+                                                        "every built-in prefill feature with and without ALiBi and "
+                                                        "attention sinks")),
+                                    true));
     return t;
   }();
   return targets;

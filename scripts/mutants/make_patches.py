@@ -247,8 +247,8 @@ mutant("30-decode-alibi-sign-flipped",
 mutant("31-prefill-sink-not-rescaled",
        "sink added to the sum at the wrong scale: the prefill epilogues divide by the sum with the sink but do not rescale the output to the sink's max",
        ("kernels/src/prefill/prefill_common.cuh",
-        "  return old_sum > 0.f ? keep * old_sum / sum : 0.f;\n",
-        "  return old_sum > 0.f ? old_sum / sum : 0.f;\n"))
+        "  return keep;\n}\n\n// Stores two",
+        "  return 1.f;\n}\n\n// Stores two"))
 mutant("32-prefill-alibi-sign-flipped",
        "ALiBi's distance with its sign flipped in prefill: the CUDA-core kernel biases key j by slope * (pos - j)",
        ("kernels/src/prefill/prefill.cu",

@@ -324,8 +324,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     const std::int64_t token = q_begin + row / group;
     const int head = kv_head * group + row % group;
     float m_row = m[h];
-    float inv = sum > 0.f ? p.out_scale / sum : 0.f;
-    inv *= add_sink_row(view.sinks, head, m_row, sum);
+    const float keep = add_sink_row(view.sinks, head, m_row, sum);
+    const float inv = sum > 0.f ? p.out_scale * keep / sum : 0.f;
     const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
 #pragma unroll
     for (int d = 0; d < kDBlocks; ++d)

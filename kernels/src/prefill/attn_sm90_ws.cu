@@ -689,10 +689,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = row_sum(l[h]), m_row = m[h];
-      inv[h] = sum > 0.f ? p.a.out_scale / sum : 0.f;
       const int row = k.row0 + wg_row + g + 8 * h;
       const int head = k.kv_head * group + row % group;
-      if (view.sinks != nullptr) inv[h] *= add_sink_row(view.sinks, head, m_row, sum);
+      const float keep = add_sink_row(view.sinks, head, m_row, sum);
+      inv[h] = sum > 0.f ? p.a.out_scale * keep / sum : 0.f;
       if (view.lse != nullptr && t == 0 && row < k.rows_total) {
         const std::int64_t token = k.q_begin + row / group;
         view.lse[token * view.q_heads + head] = row_lse(m_row, sum);

@@ -136,12 +136,11 @@ __global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __gri
     for (int k = 0; k < DV / 32; ++k)
       acc[k] = acc[k] * alpha + prob * load_kv1(kv_dtype, view.kv.value_data, vrow + lane + 32 * k);
   }
-  const float inv = l > 0.f ? p.out_scale / l : 0.f;
-  const float sink_keep = attn::add_sink_row(view.sinks, head, m, l);  // m, l: the row's with the sink
+  const float keep = attn::add_sink_row(view.sinks, head, m, l);  // m, l: the row's with the sink
+  const float inv = l > 0.f ? p.out_scale * keep / l : 0.f;
 #pragma unroll
   for (int k = 0; k < DV / 32; ++k)
-    store1(view.output_dtype, view.output, (token * view.q_heads + head) * DV + lane + 32 * k,
-           acc[k] * (inv * sink_keep));
+    store1(view.output_dtype, view.output, (token * view.q_heads + head) * DV + lane + 32 * k, acc[k] * inv);
   if (view.lse != nullptr && lane == 0)
     view.lse[token * view.q_heads + head] = l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
 }

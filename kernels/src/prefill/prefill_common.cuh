@@ -267,19 +267,19 @@ __device__ __forceinline__ void fp8x16_to_bf16(uint4 raw, uint4& lo, uint4& hi) 
 // An attention sink (issue 23): the head's sink logit (natural units)
 // joins a finished row's max and its sum, never P V. Takes the row's max m
 // (base 2) and sum, makes them the row's with the sink (what the LSE is
-// taken of) and returns the factor of the row's output normalised by the
-// old sum: keep * old sum / new sum. A row without keys gets output 0 and
-// the sink as its LSE; without sinks nothing changes (factor 1).
+// taken of) and returns the factor `keep` of the row's unnormalised output,
+// which the epilogue scales by out_scale * keep / sum. A row without keys
+// gets output 0 (keep 0) and the sink as its LSE; without sinks nothing
+// changes (keep 1).
 __device__ __forceinline__ float add_sink_row(const float* sinks, int head, float& m, float& sum) {
   if (sinks == nullptr) return 1.f;
   const float s2 = sinks[head] * 1.4426950408889634f;
   if (!(s2 > -INFINITY)) return 1.f;
   const float mx = fmaxf(m, s2);
   const float keep = m == -INFINITY ? 0.f : exp2f(m - mx);
-  const float old_sum = sum;
   sum = sum * keep + exp2f(s2 - mx);
   m = mx;
-  return old_sum > 0.f ? keep * old_sum / sum : 0.f;
+  return keep;
 }
 
 // Stores two adjacent output elements (columns c, c+1) of `dtype`.
@@ -699,13 +699,13 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
       const std::int64_t token = q_begin + row / group;
       const int head = kv_head * group + row % group;
       float m_row = m[mb][h];
-      const float inv = sum > 0.f ? p.out_scale / sum : 0.f;
-      const float sink_keep = add_sink_row(view.sinks, head, m_row, sum);
+      const float keep = add_sink_row(view.sinks, head, m_row, sum);
+      const float inv = sum > 0.f ? p.out_scale * keep / sum : 0.f;
       const std::int64_t out_row = (token * view.q_heads + head) * DV;
 #pragma unroll
       for (int d = 0; d < kDBlocks; ++d)
-        store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[mb][d][2 * h] * (inv * sink_keep),
-               o[mb][d][2 * h + 1] * (inv * sink_keep));
+        store2(view.output_dtype, view.output, out_row + d * 8 + 2 * t, o[mb][d][2 * h] * inv,
+               o[mb][d][2 * h + 1] * inv);
       if (view.lse != nullptr && t == 0)
         view.lse[token * view.q_heads + head] = sum > 0.f ? (m_row + log2f(sum)) * 0.6931471805599453f : -INFINITY;
     }
