@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Session 6 (2026-12-05) ran this check's first form on an H100 (see
-# docs/performance.md, session 6) and, in a second call, the sinks of every
-# prefill kernel with the warp-specialised kernel's stream variant (ws13,
-# not kept). Pending now:
-#   f3348de  the kept warp-specialised kernel with the sinks lines in its
-#            epilogue (the same lines ws13 ran; its hot loop's SASS is
-#            b63ab0d's), the prefill-sinks and fmha-sinks suite families
-#            (152 cases) and check_suite_report.py's view of them;
-#   00340fd  ALiBi in the prefill path on its CUDA-core kernel (every cache
-#            dtype), test_gpu_prefill's ALiBi case, the prefill-alibi family
-#            (154 cases);
-#   mutants 31 and 32 (prefill sinks not rescaled, prefill ALiBi sign
-#   flipped) have not met the suite on a GPU (scripts/mutants/run.sh).
+# GPU. Session 7 (2026-12-06) ran it on an H100 over 8aa46fb (every test,
+# the 154-case suite, the dev checks: all clean; docs/performance.md,
+# session 7). Pending now:
+#   the warp-specialised kernel's new epilogue (session 7's e3: output rows
+#            read back before the proxy fence, the next work tile's loads
+#            ahead, rows stepped without divisions): the dev driver's
+#            checks and memcheck / racecheck / synccheck passed on an H200
+#            and it was timed there, but test_gpu_prefill, test_gpu_core and
+#            the suite have not run with it in the pagecheck binary;
+#   decode_split.cu's PC_DECODE_TRACE stamps (off by default: the split
+#            path's code is unchanged without the macro).
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
@@ -112,7 +110,9 @@ PY
   pagecheck run --list-suite >"$OUT/suite_list.txt" 2>&1
   python3 scripts/check_suite_report.py "$OUT/suite_list.txt" "$OUT/suite.json" 2>&1 | tail -5 | tee -a "$OUT/summary.txt"
   # The device tool returns at most eight files of its $OUT: PACK=dir puts
-  # the one archive there (run with OUT=/tmp/p PACK=$OUT).
+  # the one archive there. Name the tool's folder before OUT changes:
+  # `D=$OUT; OUT=/tmp/p PACK=$D scripts/device_pending_check.sh run` (in
+  # `OUT=/tmp/p PACK=$OUT ...` the shell expands $OUT to /tmp/p).
   (cd "$OUT" && tar czf "${PACK:-.}/pending.tgz" --exclude=pending.tgz .)
 }
 

@@ -69,6 +69,25 @@
 namespace pagecheck::gpu {
 namespace decode {
 
+// Per-CTA start and end times (%globaltimer, ns) of the partition and merge
+// kernels, for kernel work only: scripts/build_decode_probe.sh
+// -DPC_DECODE_TRACE=1 -DPC_DECODE_SWEEP_ONLY, then `decode_probe trace SEQS
+// CTX PARTITION FILE` (docs/performance.md, session 7).
+#if PC_DECODE_TRACE
+__device__ unsigned long long g_partition_trace[65536 * 4];
+__device__ unsigned long long g_merge_trace[8192 * 4];
+__device__ __forceinline__ unsigned long long trace_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned long long trace_sm() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+#endif
+
 namespace {
 
 std::int64_t partitions_for(const DeviceCaseView& view, std::int64_t partition_tokens) {
@@ -90,6 +109,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   const int kv_head = (blockIdx.x % per_seq) / p.head_tiles;
   const int tile = blockIdx.x % p.head_tiles;
   const std::int64_t partition = blockIdx.y;
+#if PC_DECODE_TRACE
+  const unsigned long long trace_start = trace_now();
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // The merge kernel may start once every partition CTA has started; its
   // griddepcontrol.wait still waits for this grid to finish and flush.
@@ -129,6 +151,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
       p.partial_sum[slot] = l;
     }
   }
+#if PC_DECODE_TRACE
+  const unsigned idx = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0 && idx < 65536) {
+    g_partition_trace[idx * 4 + 0] = (static_cast<unsigned long long>(blockIdx.y) << 32) | blockIdx.x;
+    g_partition_trace[idx * 4 + 1] = trace_sm();
+    g_partition_trace[idx * 4 + 2] = trace_start;
+    g_partition_trace[idx * 4 + 3] = trace_now();
+  }
+#endif
 }
 
 // Merge: `groups` groups of DV threads (thread = one output dim); group g
@@ -164,8 +195,14 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   const std::int32_t seq_len = p.kv.seq_lens[seq];
   if (!seq_selected(p, seq_len)) return;
   const std::int64_t row = p.query_start_loc[seq];
+#if PC_DECODE_TRACE
+  const unsigned long long trace_start = trace_now();
+#endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");  // launched early (PDL): wait for the partitions
+#endif
+#if PC_DECODE_TRACE
+  const unsigned long long trace_waited = trace_now();
 #endif
   const int tid = threadIdx.x;
   const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /
@@ -234,6 +271,14 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
     store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + d, state_normalize(acc, total));
     if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, total);
   }
+#if PC_DECODE_TRACE
+  if (threadIdx.x == 0 && blockIdx.x < 8192) {
+    g_merge_trace[blockIdx.x * 4 + 0] = trace_sm();
+    g_merge_trace[blockIdx.x * 4 + 1] = trace_start;
+    g_merge_trace[blockIdx.x * 4 + 2] = trace_waited;
+    g_merge_trace[blockIdx.x * 4 + 3] = trace_now();
+  }
+#endif
 }
 
 Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& workspace, std::int64_t partition_tokens,
@@ -332,3 +377,37 @@ Status launch_auto(const DeviceCaseView& view, const SplitWorkspace& workspace, 
 }
 
 }  // namespace pagecheck::gpu
+
+#if PC_DECODE_TRACE
+#include <cstdio>
+#include <vector>
+// Clears the stamps (clear != 0) or writes them to `path`: "P partition cta
+// sm start end" per partition CTA, "M cta sm start waited end" per merge CTA.
+extern "C" void pc_decode_trace_dump(const char* path, int clear) {
+  using namespace pagecheck::gpu::decode;
+  void *partitions = nullptr, *merges = nullptr;
+  if (cudaGetSymbolAddress(&partitions, g_partition_trace) != cudaSuccess ||
+      cudaGetSymbolAddress(&merges, g_merge_trace) != cudaSuccess)
+    return;
+  if (clear) {
+    (void)cudaMemset(partitions, 0, sizeof(g_partition_trace));
+    (void)cudaMemset(merges, 0, sizeof(g_merge_trace));
+    (void)cudaDeviceSynchronize();
+    return;
+  }
+  std::vector<unsigned long long> h(65536 * 4), m(8192 * 4);
+  if (cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemcpy(h.data(), partitions, h.size() * 8, cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(m.data(), merges, m.size() * 8, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return;
+  FILE* f = std::fopen(path, "w");
+  if (f == nullptr) return;
+  for (int i = 0; i < 65536; ++i)
+    if (h[i * 4 + 2] != 0)
+      std::fprintf(f, "P %llu %llu %llu %llu %llu\n", h[i * 4] >> 32, h[i * 4] & 0xffffffffull, h[i * 4 + 1],
+                   h[i * 4 + 2], h[i * 4 + 3]);
+  for (int i = 0; i < 8192; ++i)
+    if (m[i * 4 + 1] != 0) std::fprintf(f, "M %d %llu %llu %llu %llu\n", i, m[i * 4], m[i * 4 + 1], m[i * 4 + 2], m[i * 4 + 3]);
+  std::fclose(f);
+}
+#endif

@@ -703,6 +703,10 @@ static void run_bench(bool only_first, bool target_rows = false) {
   cudaFree(flush);
 }
 
+// Defined only in a build with the split path's clock-stamp copy (per-CTA
+// start and end times of the partition and merge kernels).
+extern "C" __attribute__((weak)) void pc_decode_trace_dump(const char* path, int clear);
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "all";
   cudaDeviceProp prop;
@@ -758,6 +762,38 @@ int main(int argc, char** argv) {
       for (void* p : keep) cudaFree(p);
       release(b);
     }
+  }
+  if (mode == "trace" && pc_decode_trace_dump != nullptr) {  // trace SEQS CTX PARTITION OUTFILE
+    Config c;
+    c.q_heads = 32;
+    c.kv_heads = 8;
+    c.seq_lens.assign(std::atoi(argv[2]), std::atoi(argv[3]));
+    c.fast_fill = true;
+    c.shuffle = true;
+    Built b = build(c);
+    std::vector<void*> keep;
+    const std::int64_t part = std::atoi(argv[4]);
+    SplitWorkspace ws = make_ws(b.view, part, keep);
+    void* flush;
+    CK(cudaMalloc(&flush, 256ull << 20));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    for (int i = 0; i < 6; ++i) {
+      CK(cudaMemset(flush, i, 256ull << 20));
+      if (i == 5) pc_decode_trace_dump(argv[5], 1);
+      CK(cudaEventRecord(e0));
+      ok_or_die(launch_split(b.view, ws, part, 0), "trace");
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      std::printf("trace %dx%d split:%lld launch %d: %.1f us\n", std::atoi(argv[2]), std::atoi(argv[3]),
+                  (long long)part, i, ms * 1e3);
+    }
+    pc_decode_trace_dump(argv[5], 0);
+    for (void* p : keep) cudaFree(p);
+    release(b);
   }
   std::printf("RESULT failures=%d worst_err_over_tol=%.3f\n", g_failures, g_worst);
   return g_failures ? 1 : 0;

@@ -39,8 +39,10 @@
 //   runs under the other's GEMMs. Warpgroup 1 arrives once at the start and
 //   warpgroup 0 syncs once at the end, so every barrier balances.
 // - Output: 16-bit outputs go through the work tile's Q buffer (each warp's
-//   16 rows, swizzled) and leave as whole 256-byte rows; other output types
-//   are stored from the accumulators. The Q buffer is released after that.
+//   16 rows, swizzled), are read back into registers, the Q buffer is
+//   released, and they leave as whole 256-byte rows; other output types are
+//   stored from the accumulators. The next work tile's per-sequence loads
+//   are issued before this epilogue (fetch_work) and used after it.
 //
 // Pipeline: kStages stages of K and of V; barriers per stage k_full, v_full
 // (tensor copies: one arrival with the transaction bytes; rows: one per
@@ -61,6 +63,10 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#if PAGECHECK_WS_TRACE
+#include <cstdio>
+#include <vector>
+#endif
 
 #include "prefill/attn_sm90.cuh"
 #include "common/cuda_check.cuh"
@@ -127,6 +133,27 @@ struct WsTraits {
   static_assert(!kFp8 || !kTma, "FP8 caches take the row producer (it widens them)");
 };
 
+// Clock stamps of the consumers' work tiles (a developer build:
+// scripts/build_prefill_dev.sh NAME -DPAGECHECK_WS_TRACE=1, then
+// `prefill_dev trace SEQS LEN BLOCK` with WS_TRACE=FILE; read by
+// scripts/prefill_trace.py). Per work tile and consumer warpgroup: 0 the
+// loop's start, 1 decoded, 2 Q in, 3 first turn, 4 S_0 done, 5 last turn,
+// 6 last P V done, 7 output stored; 8 key tiles, 9 the work index.
+#if PAGECHECK_WS_TRACE
+__device__ unsigned long long g_ws_trace[160 * 2 * 64 * 10];
+#define WS_TRACE_AT(slot, value)                                                   \
+  do {                                                                             \
+    if (wg_thread == 0 && item < 64 && blockIdx.x < 160)                           \
+      g_ws_trace[((blockIdx.x * 2 + wg) * 64 + item) * 10 + (slot)] = (value);     \
+  } while (0)
+#define WS_TRACE(slot) WS_TRACE_AT(slot, clock64())
+#else
+#define WS_TRACE_AT(slot, value) \
+  do {                           \
+  } while (0)
+#define WS_TRACE(slot) WS_TRACE_AT(slot, 0)
+#endif
+
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
 constexpr int kQBar = 1;
@@ -144,6 +171,9 @@ struct WsParams {
   // Work order: (sequence, KV head) pairs in sections of this many, whose
   // K/V fit in L2 together; heaviest query tiles first inside a section.
   std::int32_t pairs_per_section = 1;
+  // Work tiles, pairs and a section's tiles all under 2^31: decode_work
+  // divides in 32 bits.
+  std::int32_t work32 = 0;
   // The producer copies Q (query in the operand type, group divides 128, no
   // split query); otherwise the consumers load and convert it.
   std::int32_t q_tma = 0;
@@ -164,22 +194,72 @@ struct Work : QueryTile {
 // it, query tile tiles_per_seq - 1 - local / n (heaviest first) of pair
 // first_pair + local % n, pair = kv_head * num_seqs + seq. False when the
 // tile holds no query row of its sequence.
+// With fewer than 2^31 work tiles (work32) the divisions are 32-bit: a
+// 64-bit one is a called subroutine of about 70 instructions, and three of
+// them sat between every two work tiles of the consumers.
+// Work index w's (sequence, KV head, query tile) and its sequence's values
+// (loads issued, not waited for: finish_work uses them).
+struct WorkAhead {
+  std::int64_t w = 0, seq = 0;
+  int kv_head = 0, tile = 0;
+  QueryTileLoads ld;
+};
+
 template <int kBlockM, int kBlockN>
-__device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, Work& k) {
+__device__ __forceinline__ WorkAhead fetch_work(const WsParams& wp, std::int64_t w) {
   const AttnParams& p = wp.a;
-  const std::int64_t num_seqs = p.view.kv.num_seqs;
-  const std::int64_t pairs = num_seqs * p.view.kv.kv_heads;
-  const std::int64_t per_section = static_cast<std::int64_t>(wp.pairs_per_section) * p.tiles_per_seq;
-  const std::int64_t section = w / per_section;
-  const std::int64_t first_pair = section * wp.pairs_per_section;
-  const std::int64_t n = min(static_cast<std::int64_t>(wp.pairs_per_section), pairs - first_pair);
-  const std::int64_t local = w - section * per_section;
-  const std::int64_t pair = first_pair + local % n;
-  const int tile = p.tiles_per_seq - 1 - static_cast<int>(local / n);
-  if (!query_tile<kBlockM>(p, pair % num_seqs, static_cast<int>(pair / num_seqs), tile, k)) return false;
+  WorkAhead a;
+  a.w = w;
+  if (w >= wp.num_work) return a;
+  std::int64_t seq;
+  int kv_head, tile;
+  if (wp.work32) {
+    const std::uint32_t num_seqs = static_cast<std::uint32_t>(p.view.kv.num_seqs);
+    const std::uint32_t pairs = num_seqs * static_cast<std::uint32_t>(p.view.kv.kv_heads);
+    const std::uint32_t per_pair = static_cast<std::uint32_t>(wp.pairs_per_section);
+    const std::uint32_t per_section = per_pair * static_cast<std::uint32_t>(p.tiles_per_seq);
+    const std::uint32_t w32 = static_cast<std::uint32_t>(w);
+    const std::uint32_t section = w32 / per_section;
+    const std::uint32_t first_pair = section * per_pair;
+    const std::uint32_t n = min(per_pair, pairs - first_pair);
+    const std::uint32_t local = w32 - section * per_section;
+    const std::uint32_t quot = local / n;
+    const std::uint32_t pair = first_pair + (local - quot * n);
+    tile = p.tiles_per_seq - 1 - static_cast<int>(quot);
+    const std::uint32_t head = pair / num_seqs;
+    seq = pair - head * num_seqs;
+    kv_head = static_cast<int>(head);
+  } else {
+    const std::int64_t num_seqs = p.view.kv.num_seqs;
+    const std::int64_t pairs = num_seqs * p.view.kv.kv_heads;
+    const std::int64_t per_section = static_cast<std::int64_t>(wp.pairs_per_section) * p.tiles_per_seq;
+    const std::int64_t section = w / per_section;
+    const std::int64_t first_pair = section * wp.pairs_per_section;
+    const std::int64_t n = min(static_cast<std::int64_t>(wp.pairs_per_section), pairs - first_pair);
+    const std::int64_t local = w - section * per_section;
+    const std::int64_t pair = first_pair + local % n;
+    tile = p.tiles_per_seq - 1 - static_cast<int>(local / n);
+    seq = pair % num_seqs;
+    kv_head = static_cast<int>(pair / num_seqs);
+  }
+  a.seq = seq;
+  a.kv_head = kv_head;
+  a.tile = tile;
+  a.ld = query_tile_loads(p, seq);
+  return a;
+}
+
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool finish_work(const WsParams& wp, const WorkAhead& a, Work& k) {
+  if (!query_tile_from<kBlockM>(wp.a, a.seq, a.kv_head, a.tile, a.ld, k)) return false;
   k.tile_first = k.key_lo / kBlockN;
   k.num_tiles = (k.key_hi + kBlockN - 1) / kBlockN - k.tile_first;
   return true;
+}
+
+template <int kBlockM, int kBlockN>
+__device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, Work& k) {
+  return finish_work<kBlockM, kBlockN>(wp, fetch_work<kBlockM, kBlockN>(wp, w), k);
 }
 
 // ---- producer: tensor copies ------------------------------------------------------
@@ -546,9 +626,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   // Warpgroup 0 issues first; it consumes warpgroup 1's last pass at the end.
   if (wg == 1) turn_pass();
   std::int64_t count = 0, item = 0;
-  for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
+  // The next work tile's sequence values are loaded before this one's
+  // epilogue, so their latency (about 1000 cycles between two work tiles,
+  // clock stamps, H100) runs under it.
+  WorkAhead ahead = fetch_work<kBlockM, kBlockN>(p, blockIdx.x);
+  while (ahead.w < p.num_work) {
     Work k;
-    if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
+    WS_TRACE(0);
+    if (!finish_work<kBlockM, kBlockN>(p, ahead, k)) {
+      ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
+      continue;
+    }
+    WS_TRACE(1);
+    WS_TRACE_AT(8, k.num_tiles);
+    WS_TRACE_AT(9, ahead.w);
     const int q_buf = split_q ? 0 : static_cast<int>(item & 1);
     const std::uint32_t q_wg = q_smem + q_buf * T::kQBytes + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
 
@@ -570,6 +661,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       named_sync(kQBar + wg, 128);  // this warpgroup's Q rows are in
     }
 
+    WS_TRACE(2);
     float o[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.f;
@@ -616,12 +708,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         mbar_wait(k_full(s), static_cast<int>((count / T::kStages) & 1));
         landed();
         turn_sync();
+        WS_TRACE(3);
         wgmma_fence();
         issue_s(sacc, k_smem + s * T::kTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<0>();
         fence_regs(sacc);
+        WS_TRACE(4);
         release(k_empty(s));
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
@@ -660,6 +754,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         mbar_wait(v_full(sp), static_cast<int>((c / T::kStages) & 1));
         landed();
         turn_sync();
+        WS_TRACE(5);
         wgmma_fence();
         issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
         wgmma_commit();
@@ -667,6 +762,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_wait<0>();
         fence_regs(o);
         fence_regs_u(pa);
+        WS_TRACE(6);
         release(v_empty(sp));
       }
       count += k.num_tiles;
@@ -677,6 +773,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       else
         run_tiles(std::false_type{});
     }
+    ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
     // The output. 16-bit outputs go through shared memory: this
     // warpgroup's rows of the work tile's Q buffer (its S GEMMs are done;
     // each warp takes its own 16 rows, two 128-byte column halves per row as
@@ -685,7 +782,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     // accumulators, a warp's instruction wrote 16 bytes into each of 8 rows:
     // half of every 32-byte sector, 49% excess sectors by Nsight Compute at
     // 16 x 512 (where O is twice the K/V bytes). Other outputs: store2.
-    float inv[2];
+    float inv[2], lse[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float sum = row_sum(l[h]), m_row = m[h];
@@ -693,11 +790,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const int head = k.kv_head * group + row % group;
       const float keep = add_sink_row(view.sinks, head, m_row, sum);
       inv[h] = sum > 0.f ? p.a.out_scale * keep / sum : 0.f;
-      if (view.lse != nullptr && t == 0 && row < k.rows_total) {
-        const std::int64_t token = k.q_begin + row / group;
-        view.lse[token * view.q_heads + head] = row_lse(m_row, sum);
-      }
+      lse[h] = row_lse(m_row, sum);
     }
+    // The row LSEs, stored after the Q buffer's release (a global store
+    // before the proxy fence would hold that fence until it completes).
+    const auto store_lse = [&] {
+      if (view.lse == nullptr || t != 0) return;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = k.row0 + wg_row + g + 8 * h;
+        if (row >= k.rows_total) continue;
+        const std::int64_t token = k.q_begin + row / group;
+        view.lse[token * view.q_heads + k.kv_head * group + row % group] = lse[h];
+      }
+    };
     const DType odt = view.output_dtype;
     if (odt == DType::BF16 || odt == DType::F16) {
       const bool f16_out = odt == DType::F16;
@@ -713,24 +819,43 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         }
       }
       __syncwarp();
-      char* out = static_cast<char*>(view.output);
+      uint4 v[8];
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int r = 2 * i + lane / 16, chunk = lane % 16;
-        const uint4 v = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
-        const int row = k.row0 + wg_row + r;
-        if (row < k.rows_total) {
-          const std::int64_t token = k.q_begin + row / group;
-          const int head = k.kv_head * group + row % group;
-          *reinterpret_cast<uint4*>(out + ((token * view.q_heads + head) * T::DV + chunk * 8) * 2) = v;
-        }
+        v[i] = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
       }
       __syncwarp();
       // The next work tile's Q goes into these rows: by the producer's tensor
       // copy once q_empty completes (ordered after these generic accesses by
       // the proxy fence), or by this warpgroup's own loads (after the barrier).
+      // The fence (MEMBAR.ALL.CTA in the SASS) waits for this thread's
+      // outstanding memory operations: with the global stores before it, it
+      // waited for them to complete, about 4400 cycles per work tile (clock
+      // stamps, H100, docs/performance.md session 7); so the rows are read
+      // into registers, the buffer released, and then stored.
       fence_proxy_async();
       if (!p.q_tma) named_sync(kQBar + wg, 128);
+      if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
+      // Row 2 i + lane / 16 of this warp is token tok, query head
+      // kv_head * group + rem: one division for the first row, then steps of
+      // two rows (a division per row cost ~45 instructions with a reciprocal).
+      char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
+      const int row_first = k.row0 + wg_row + lane / 16;
+      int tok = row_first / group, rem = row_first - tok * group;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (i > 0) {
+          rem += 2;
+          if (rem >= group) rem -= group, ++tok;
+          if (rem >= group) rem -= group, ++tok;  // group 1
+        }
+        if (row_first + 2 * i < k.rows_total) {
+          const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;
+          *reinterpret_cast<uint4*>(out + o_row * (T::DV * 2)) = v[i];
+        }
+      }
+      store_lse();
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -743,8 +868,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         for (int d = 0; d < kDBlocks; ++d)
           store2(odt, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv[h], o[d * 4 + 2 * h + 1] * inv[h]);
       }
+      store_lse();
+      if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
     }
-    if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
+    WS_TRACE(7);
     ++item;
   }
   if (wg == 0) turn_sync();  // warpgroup 1's last pass
@@ -882,6 +1009,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
       per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
     }
     p.pairs_per_section = static_cast<std::int32_t>(per_section);
+    p.work32 = p.num_work < INT_MAX && pairs < INT_MAX && per_section * p.a.tiles_per_seq < INT_MAX;
   }
   {
     const DType operand = T::kF16 ? DType::F16 : DType::BF16;
@@ -905,8 +1033,35 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   const std::int64_t ctas = p.num_work < sm_count() ? p.num_work : sm_count();
   const int smem = T::kSmemBytes;
   CUDA_TRY(cudaFuncSetAttribute(attn_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+#if PAGECHECK_WS_TRACE
+  void* trace = nullptr;
+  CUDA_TRY(cudaGetSymbolAddress(&trace, g_ws_trace));
+  CUDA_TRY(cudaMemsetAsync(trace, 0, sizeof(g_ws_trace), stream));
+#endif
   attn_ws_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
   CUDA_TRY_LAUNCH();
+#if PAGECHECK_WS_TRACE
+  // Each launch rewrites FILE.prefill (paged) or FILE.fmha: one line per
+  // stamped work tile, "cta warpgroup item" and the ten slots.
+  if (const char* file = std::getenv("WS_TRACE")) {
+    std::vector<unsigned long long> h(sizeof(g_ws_trace) / 8);
+    CUDA_TRY(cudaStreamSynchronize(stream));
+    CUDA_TRY(cudaMemcpy(h.data(), trace, sizeof(g_ws_trace), cudaMemcpyDeviceToHost));
+    const std::string path = std::string(file) + (T::CONTIG ? ".fmha" : ".prefill");
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      for (std::int64_t c = 0; c < ctas && c < 160; ++c)
+        for (int wg = 0; wg < 2; ++wg)
+          for (int it = 0; it < 64; ++it) {
+            const unsigned long long* r = &h[((c * 2 + wg) * 64 + it) * 10];
+            if (r[0] == 0) continue;
+            std::fprintf(f, "%lld %d %d", static_cast<long long>(c), wg, it);
+            for (int i = 0; i < 10; ++i) std::fprintf(f, " %llu", r[i]);
+            std::fprintf(f, "\n");
+          }
+      std::fclose(f);
+    }
+  }
+#endif
   return {};
 }
 

@@ -389,21 +389,38 @@ struct QueryTile {
   std::int64_t table_begin = 0;  // the sequence's first block-table entry (query_tile<.., true>)
 };
 
-// Tile `tile` of (seq, kv_head); false when it holds no row of its
-// sequence (a shorter query than the batch's longest). kTable: also the
-// sequence's first block-table entry, loaded beside the other per-sequence
-// values so that the latencies overlap.
-template <int kBlockM, bool kTable = false>
-__device__ __forceinline__ bool query_tile(const AttnParams& p, std::int64_t seq, int kv_head, int tile,
-                                           QueryTile& k) {
+// The per-sequence values a query tile is decoded from, loaded apart from
+// the decoding so that a persistent kernel can issue the loads of its next
+// tile early (attn_sm90_ws.cu).
+struct QueryTileLoads {
+  std::int64_t q_begin = 0, q_end = 0;
+  int seq_len = 0;
+  std::int64_t table_begin = 0;
+};
+
+template <bool kTable = false>
+__device__ __forceinline__ QueryTileLoads query_tile_loads(const AttnParams& p, std::int64_t seq) {
+  const DeviceCaseView& view = p.view;
+  QueryTileLoads ld;
+  ld.q_begin = view.query_start_loc[seq];
+  ld.q_end = view.query_start_loc[seq + 1];
+  ld.seq_len = view.kv.seq_lens[seq];
+  if constexpr (kTable) ld.table_begin = view.kv.page_indptr[seq];
+  return ld;
+}
+
+// Tile `tile` of (seq, kv_head) from its sequence's values; false when it
+// holds no row of its sequence (a shorter query than the batch's longest).
+template <int kBlockM>
+__device__ __forceinline__ bool query_tile_from(const AttnParams& p, std::int64_t seq, int kv_head, int tile,
+                                                const QueryTileLoads& ld, QueryTile& k) {
   const DeviceCaseView& view = p.view;
   k.seq = seq;
   k.kv_head = kv_head;
-  k.q_begin = view.query_start_loc[seq];
-  const std::int64_t q_end = view.query_start_loc[seq + 1];
-  const int seq_len = view.kv.seq_lens[seq];
-  if constexpr (kTable) k.table_begin = view.kv.page_indptr[seq];
-  const int q_len = static_cast<int>(q_end - k.q_begin);
+  k.q_begin = ld.q_begin;
+  k.table_begin = ld.table_begin;
+  const int seq_len = ld.seq_len;
+  const int q_len = static_cast<int>(ld.q_end - ld.q_begin);
   k.seq_len = seq_len;
   k.rows_total = q_len * p.group;
   k.row0 = tile * kBlockM;
@@ -419,6 +436,15 @@ __device__ __forceinline__ bool query_tile(const AttnParams& p, std::int64_t seq
     k.key_lo = static_cast<int>(max(static_cast<std::int64_t>(0), k.min_pos - view.window + 1));
   k.key_lo = min(k.key_lo, k.key_hi);
   return true;
+}
+
+// Tile `tile` of (seq, kv_head); false when it holds no row of its
+// sequence. kTable: also the sequence's first block-table entry, loaded
+// beside the other per-sequence values so that the latencies overlap.
+template <int kBlockM, bool kTable = false>
+__device__ __forceinline__ bool query_tile(const AttnParams& p, std::int64_t seq, int kv_head, int tile,
+                                           QueryTile& k) {
+  return query_tile_from<kBlockM>(p, seq, kv_head, tile, query_tile_loads<kTable>(p, seq), k);
 }
 
 // The one-CTA-per-tile kernels' work order: block w is tile

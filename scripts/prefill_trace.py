@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Where the warp-specialised prefill kernel's consumers spend a work tile.
+
+Reads the clock stamps a developer build writes (attn_sm90_ws.cu,
+PAGECHECK_WS_TRACE):
+
+  scripts/build_prefill_dev.sh trace -DPAGECHECK_WS_TRACE=1
+  WS_TRACE=/tmp/t build-sm90dev/prefill_dev_trace trace 16 512 16   (on the GPU)
+  scripts/prefill_trace.py /tmp/t.prefill /tmp/t.fmha
+
+and prints, per number of key tiles, the mean cycles of each phase of a
+work tile (from one work tile's start to the next one's, per consumer
+warpgroup), then a least-squares fit total = a * key tiles + b: b is what
+a work tile's start and end cost beside its steady key tiles.
+Phases: decode (the work tile's fields), qwait (its Q), turn0 (the wait for
+the first turn), S0 (the first S GEMM alone), mid (the steady key tiles),
+lastPV (the last turn's wait and its P V), epi (normalise and store the
+output), next (to the next work tile's start).
+"""
+import collections
+import sys
+
+NAMES = ["decode", "qwait", "turn0", "S0", "mid", "lastPV", "epi", "next"]
+
+
+def load(path):
+    recs = collections.defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            v = list(map(int, line.split()))
+            cta, wg, item = v[:3]
+            recs[(cta, wg)].append((item, v[3:11], v[11], v[12]))
+    return recs
+
+
+def report(path):
+    by_tiles = collections.defaultdict(lambda: [0.0] * 9)
+    for items in load(path).values():
+        items.sort()
+        for i, (_, t, tiles, _) in enumerate(items[:-1]):
+            if tiles == 0 or min(t) == 0:
+                continue
+            t_next = items[i + 1][1][0]
+            phases = [t[j + 1] - t[j] for j in range(7)] + [t_next - t[7]]
+            acc = by_tiles[tiles]
+            for j, d in enumerate(phases):
+                acc[j] += d
+            acc[8] += 1
+    print(path)
+    print("tiles  count " + " ".join("%8s" % n for n in NAMES) + "    total per-tile")
+    points = []
+    for tiles in sorted(by_tiles):
+        acc = by_tiles[tiles]
+        n = acc[8]
+        mean = [a / n for a in acc[:8]]
+        total = sum(mean)
+        points.append((tiles, total, n))
+        print("%5d %6d " % (tiles, n) + " ".join("%8.0f" % a for a in mean) + " %8.0f %8.0f" % (total, total / tiles))
+    if len(points) >= 2:
+        w = sum(n for _, _, n in points)
+        mx = sum(x * n for x, _, n in points) / w
+        my = sum(y * n for _, y, n in points) / w
+        sxx = sum(n * (x - mx) ** 2 for x, _, n in points)
+        sxy = sum(n * (x - mx) * (y - my) for x, y, n in points)
+        a = sxy / sxx if sxx else 0.0
+        print("fit: total = %.0f cycles x key tiles + %.0f cycles" % (a, my - a * mx))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    for p in sys.argv[1:]:
+        report(p)
