@@ -830,10 +830,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       // copy once q_empty completes (ordered after these generic accesses by
       // the proxy fence), or by this warpgroup's own loads (after the barrier).
       // The fence (MEMBAR.ALL.CTA in the SASS) waits for this thread's
-      // outstanding memory operations: with the global stores before it, it
-      // waited for them to complete, about 4400 cycles per work tile (clock
-      // stamps, H100, docs/performance.md session 7); so the rows are read
-      // into registers, the buffer released, and then stored.
+      // outstanding memory operations, so the rows are read into registers,
+      // the buffer released, and then stored: with the global stores before
+      // the fence, the epilogue took 4400 cycles per work tile (clock stamps,
+      // H100); in this order, with the next work tile's loads ahead and the
+      // division-free rows, 3800 (H200; docs/performance.md, session 7).
       fence_proxy_async();
       if (!p.q_tma) named_sync(kQBar + wg, 128);
       if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
