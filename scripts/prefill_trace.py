@@ -16,11 +16,15 @@ Phases: decode (the work tile's fields), qwait (its Q), turn0 (the wait for
 the first turn), S0 (the first S GEMM alone), mid (the steady key tiles),
 lastPV (the last turn's wait and its P V), epi (normalise and store the
 output), next (to the next work tile's start).
+A build with -DPAGECHECK_WS_TRACE=2 also splits the steady key tiles, per
+key tile: waiting for K and the turn, issuing S and P V and S done, the
+softmax, waiting for P V, rescaling O and packing P.
 """
 import collections
 import sys
 
 NAMES = ["decode", "qwait", "turn0", "S0", "mid", "lastPV", "epi", "next"]
+LOOP_NAMES = ["K+turn", "issue+S", "softmax", "PVwait", "rescale+P"]
 
 
 def load(path):
@@ -31,17 +35,24 @@ def load(path):
                 continue
             v = list(map(int, line.split()))
             cta, wg, item = v[:3]
-            recs[(cta, wg)].append((item, v[3:11], v[11], v[12]))
+            slots = v[3:]
+            recs[(cta, wg)].append((item, slots[0:8], slots[8], slots[9], slots[10:15]))
     return recs
 
 
 def report(path):
     by_tiles = collections.defaultdict(lambda: [0.0] * 9)
+    loop = [0.0] * 5
+    steady = 0
     for items in load(path).values():
         items.sort()
-        for i, (_, t, tiles, _) in enumerate(items[:-1]):
+        for i, (_, t, tiles, _, sums) in enumerate(items[:-1]):
             if tiles == 0 or min(t) == 0:
                 continue
+            if len(sums) == 5 and tiles > 1:
+                for j in range(5):
+                    loop[j] += sums[j]
+                steady += tiles - 1
             t_next = items[i + 1][1][0]
             phases = [t[j + 1] - t[j] for j in range(7)] + [t_next - t[7]]
             acc = by_tiles[tiles]
@@ -66,6 +77,10 @@ def report(path):
         sxy = sum(n * (x - mx) * (y - my) for x, y, n in points)
         a = sxy / sxx if sxx else 0.0
         print("fit: total = %.0f cycles x key tiles + %.0f cycles" % (a, my - a * mx))
+    if steady and any(loop):
+        print("steady key tiles (%d), cycles each: " % steady +
+              ", ".join("%s %.0f" % (n, x / steady) for n, x in zip(LOOP_NAMES, loop)) +
+              "; total %.0f" % (sum(loop) / steady))
 
 
 if __name__ == "__main__":

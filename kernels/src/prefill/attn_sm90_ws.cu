@@ -138,13 +138,18 @@ struct WsTraits {
 // `prefill_dev trace SEQS LEN BLOCK` with WS_TRACE=FILE; read by
 // scripts/prefill_trace.py). Per work tile and consumer warpgroup: 0 the
 // loop's start, 1 decoded, 2 Q in, 3 first turn, 4 S_0 done, 5 last turn,
-// 6 last P V done, 7 output stored; 8 key tiles, 9 the work index.
+// 6 last P V done, 7 output stored; 8 key tiles, 9 the work index. With
+// -DPAGECHECK_WS_TRACE=2 also the steady key tiles' phases, summed over the
+// work tile: 10 waiting for K and the turn, 11 issuing and S done, 12 the
+// softmax, 13 waiting for P V, 14 rescale and P (clock reads in the loop:
+// timings of such a build are not the kernel's).
 #if PAGECHECK_WS_TRACE
-__device__ unsigned long long g_ws_trace[160 * 2 * 64 * 10];
-#define WS_TRACE_AT(slot, value)                                                   \
-  do {                                                                             \
-    if (wg_thread == 0 && item < 64 && blockIdx.x < 160)                           \
-      g_ws_trace[((blockIdx.x * 2 + wg) * 64 + item) * 10 + (slot)] = (value);     \
+constexpr int kTraceSlots = 16;
+__device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
+#define WS_TRACE_AT(slot, value)                                                            \
+  do {                                                                                      \
+    if (wg_thread == 0 && item < 64 && blockIdx.x < 160)                                    \
+      g_ws_trace[((blockIdx.x * 2 + wg) * 64 + item) * kTraceSlots + (slot)] = (value);     \
   } while (0)
 #define WS_TRACE(slot) WS_TRACE_AT(slot, clock64())
 #else
@@ -152,6 +157,17 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * 10];
   do {                           \
   } while (0)
 #define WS_TRACE(slot) WS_TRACE_AT(slot, 0)
+#endif
+#if PAGECHECK_WS_TRACE >= 2
+#define WS_LOOP_MARK(t) const long long t = clock64()
+#define WS_LOOP_ADD(i, from, to) loop_sum[i] += (to) - (from)
+#else
+#define WS_LOOP_MARK(t) \
+  do {                  \
+  } while (0)
+#define WS_LOOP_ADD(i, from, to) \
+  do {                           \
+  } while (0)
 #endif
 
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
@@ -662,6 +678,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     }
 
     WS_TRACE(2);
+#if PAGECHECK_WS_TRACE >= 2
+    long long loop_sum[5] = {0, 0, 0, 0, 0};
+#endif
     float o[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[i] = 0.f;
@@ -723,9 +742,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       for (int i = 1; i < k.num_tiles; ++i) {
         const std::int64_t c = count + i;
         const int s = static_cast<int>(c % T::kStages), sp = static_cast<int>((c - 1) % T::kStages);
+        WS_LOOP_MARK(t0);
         mbar_wait(k_full(s), static_cast<int>((c / T::kStages) & 1));
         landed();
         turn_sync();
+        WS_LOOP_MARK(t1);
+        WS_LOOP_ADD(0, t0, t1);
         wgmma_fence();
         issue_s(sacc, k_smem + s * T::kTileBytes);
         wgmma_commit();
@@ -736,16 +758,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         turn_pass();
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
         fence_regs(sacc);
+        WS_LOOP_MARK(t2);
+        WS_LOOP_ADD(1, t1, t2);
         release(k_empty(s));
         softmax(softcap_c, sacc, k.tile_first + i, alphas);
         if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
+        WS_LOOP_MARK(t3);
+        WS_LOOP_ADD(2, t2, t3);
         wgmma_wait<0>();
         fence_regs(o);
         fence_regs(sacc);
         fence_regs_u(pa);
+        WS_LOOP_MARK(t4);
+        WS_LOOP_ADD(3, t3, t4);
         release(v_empty(sp));
         rescale_o(o, alphas);
         to_operand(sacc, pa);
+#if PAGECHECK_WS_TRACE >= 2
+        fence_regs_u(pa);  // the stamp after P is packed
+#endif
+        WS_LOOP_MARK(t5);
+        WS_LOOP_ADD(4, t4, t5);
       }
       // P V of the last tile.
       {
@@ -873,6 +906,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
     }
     WS_TRACE(7);
+#if PAGECHECK_WS_TRACE >= 2
+#pragma unroll
+    for (int i = 0; i < 5; ++i) WS_TRACE_AT(10 + i, loop_sum[i]);
+#endif
     ++item;
   }
   if (wg == 0) turn_sync();  // warpgroup 1's last pass
@@ -1053,10 +1090,10 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
       for (std::int64_t c = 0; c < ctas && c < 160; ++c)
         for (int wg = 0; wg < 2; ++wg)
           for (int it = 0; it < 64; ++it) {
-            const unsigned long long* r = &h[((c * 2 + wg) * 64 + it) * 10];
+            const unsigned long long* r = &h[((c * 2 + wg) * 64 + it) * kTraceSlots];
             if (r[0] == 0) continue;
             std::fprintf(f, "%lld %d %d", static_cast<long long>(c), wg, it);
-            for (int i = 0; i < 10; ++i) std::fprintf(f, " %llu", r[i]);
+            for (int i = 0; i < kTraceSlots; ++i) std::fprintf(f, " %llu", r[i]);
             std::fprintf(f, "\n");
           }
       std::fclose(f);
