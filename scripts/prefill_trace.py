@@ -18,13 +18,17 @@ lastPV (the last turn's wait and its P V), epi (normalise and store the
 output), next (to the next work tile's start).
 A build with -DPAGECHECK_WS_TRACE=2 also splits the steady key tiles, per
 key tile: waiting for K and the turn, issuing S and P V and S done, the
-softmax, waiting for P V, rescaling O and packing P.
+softmax, waiting for P V, rescaling O and packing P. One with
+-DPAGECHECK_WS_TRACE=3 instead splits the epilogue: row sums, scales and
+LSEs; rows through shared memory; the proxy fence and the Q release; the
+global stores.
 """
 import collections
 import sys
 
 NAMES = ["decode", "qwait", "turn0", "S0", "mid", "lastPV", "epi", "next"]
 LOOP_NAMES = ["K+turn", "issue+S", "softmax", "PVwait", "rescale+P"]
+EPI_NAMES = ["sums+lse", "smem", "fence+release", "stores"]
 
 
 def load(path):
@@ -36,7 +40,7 @@ def load(path):
             v = list(map(int, line.split()))
             cta, wg, item = v[:3]
             slots = v[3:]
-            recs[(cta, wg)].append((item, slots[0:8], slots[8], slots[9], slots[10:15]))
+            recs[(cta, wg)].append((item, slots[0:8], slots[8], slots[9], slots[10:15], slots[15]))
     return recs
 
 
@@ -44,12 +48,20 @@ def report(path):
     by_tiles = collections.defaultdict(lambda: [0.0] * 9)
     loop = [0.0] * 5
     steady = 0
+    epi = [0.0] * 4
+    epi_n = 0
     for items in load(path).values():
         items.sort()
-        for i, (_, t, tiles, _, sums) in enumerate(items[:-1]):
+        for i, (_, t, tiles, _, sums, mode) in enumerate(items[:-1]):
             if tiles == 0 or min(t) == 0:
                 continue
-            if len(sums) == 5 and tiles > 1:
+            if mode == 3:
+                if min(sums[:3]) > 0:
+                    marks = [t[6]] + sums[:3] + [t[7]]
+                    for j in range(4):
+                        epi[j] += marks[j + 1] - marks[j]
+                    epi_n += 1
+            elif len(sums) == 5 and tiles > 1:
                 for j in range(5):
                     loop[j] += sums[j]
                 steady += tiles - 1
@@ -77,6 +89,10 @@ def report(path):
         sxy = sum(n * (x - mx) * (y - my) for x, y, n in points)
         a = sxy / sxx if sxx else 0.0
         print("fit: total = %.0f cycles x key tiles + %.0f cycles" % (a, my - a * mx))
+    if epi_n:
+        print("epilogue (%d work tiles), cycles each: " % epi_n +
+              ", ".join("%s %.0f" % (n, x / epi_n) for n, x in zip(EPI_NAMES, epi)) +
+              "; total %.0f" % (sum(epi) / epi_n))
     if steady and any(loop):
         print("steady key tiles (%d), cycles each: " % steady +
               ", ".join("%s %.0f" % (n, x / steady) for n, x in zip(LOOP_NAMES, loop)) +

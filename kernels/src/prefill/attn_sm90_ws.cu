@@ -39,10 +39,14 @@
 //   runs under the other's GEMMs. Warpgroup 1 arrives once at the start and
 //   warpgroup 0 syncs once at the end, so every barrier balances.
 // - Output: 16-bit outputs go through the work tile's Q buffer (each warp's
-//   16 rows, swizzled), are read back into registers, the Q buffer is
-//   released, and they leave as whole 256-byte rows; other output types are
-//   stored from the accumulators. The next work tile's per-sequence loads
-//   are issued before this epilogue (fetch_work) and used after it.
+//   16 rows, swizzled as Q has them). Where the output has the query's shape
+//   and the warp's rows are whole tokens' groups of heads (o_tma), lane 0
+//   stores them by two tensor copies and the warp releases the Q buffer a
+//   work tile later, once the copies have read it; otherwise they are read
+//   back into registers, the buffer released, and they leave as whole
+//   256-byte rows. Other output types are stored from the accumulators. The
+//   next work tile's per-sequence loads are issued before this epilogue
+//   (fetch_work) and used after it.
 //
 // Pipeline: kStages stages of K and of V; barriers per stage k_full, v_full
 // (tensor copies: one arrival with the transaction bytes; rows: one per
@@ -74,6 +78,7 @@
 #include "prefill/wgmma_tile.cuh"
 
 namespace pagecheck::gpu::attn {
+bool sm90_ws_out_tma_enabled();
 namespace {
 
 // Where K/V tiles come from and how they are copied.
@@ -158,7 +163,17 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
   } while (0)
 #define WS_TRACE(slot) WS_TRACE_AT(slot, 0)
 #endif
-#if PAGECHECK_WS_TRACE >= 2
+// -DPAGECHECK_WS_TRACE=3 instead splits the epilogue: 10 row sums, scales
+// and LSEs done, 11 rows read back from shared memory, 12 fence and Q
+// release done; 15 holds 3 (the mode, for scripts/prefill_trace.py).
+#if PAGECHECK_WS_TRACE == 3
+#define WS_TRACE_EPI(slot) WS_TRACE(slot)
+#else
+#define WS_TRACE_EPI(slot) \
+  do {                     \
+  } while (0)
+#endif
+#if PAGECHECK_WS_TRACE == 2
 #define WS_LOOP_MARK(t) const long long t = clock64()
 #define WS_LOOP_ADD(i, from, to) loop_sum[i] += (to) - (from)
 #else
@@ -179,6 +194,7 @@ struct WsParams {
   CUtensorMap key_map;    // (dim, slot|head, head|slot, block) over the key cache (or the contiguous K)
   CUtensorMap value_map;  // same over V
   CUtensorMap query_map;  // (dim, q head, token) over the query, boxes of 64 dims x group heads x 128 / group tokens
+  CUtensorMap out_map;    // the same over the output, boxes of 16 / group tokens (o_tma)
   AttnParams a;
   std::int64_t num_work = 0;        // tiles_per_seq * num_seqs * kv_heads work tiles, heaviest first
   std::int32_t box_rows = 0;        // slots per tensor-copy box: min(block_size, 128), 128 contiguous
@@ -193,6 +209,10 @@ struct WsParams {
   // The producer copies Q (query in the operand type, group divides 128, no
   // split query); otherwise the consumers load and convert it.
   std::int32_t q_tma = 0;
+  // A consumer warp's 16 output rows leave by two tensor copies from the Q
+  // buffer (16-bit output of the query's shape, q_tma, group divides 16),
+  // whenever all 16 are rows of the sequence.
+  std::int32_t o_tma = 0;
   // The row producer's strides in 16-byte units ([0] K, [1] V): a row start
   // is page * row_block + slot * row_slot + kv_head * row_head in 32 bits
   // (caches under 64 GiB, sm90_ws_supports).
@@ -642,6 +662,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   // Warpgroup 0 issues first; it consumes warpgroup 1's last pass at the end.
   if (wg == 1) turn_pass();
   std::int64_t count = 0, item = 0;
+  // The Q buffer whose output rows this warp's lane 0 is still storing by
+  // tensor copy (-1: none). The warp releases it to the producer once the
+  // copies have read it: after the next work tile's S_0, a work tile before
+  // the producer needs it.
+  int out_pending = -1;
+  const auto finish_out_store = [&] {
+    if (__any_sync(0xffffffffu, out_pending >= 0)) {  // a vote: uniform, or every wgmma is serialised (C7520)
+      if (lane == 0) bulk_wait_read_all();
+      release(q_empty(out_pending));
+      out_pending = -1;
+    }
+  };
   // The next work tile's sequence values are loaded before this one's
   // epilogue, so their latency (about 1000 cycles between two work tiles,
   // clock stamps, H100) runs under it.
@@ -678,7 +710,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     }
 
     WS_TRACE(2);
-#if PAGECHECK_WS_TRACE >= 2
+#if PAGECHECK_WS_TRACE == 2
     long long loop_sum[5] = {0, 0, 0, 0, 0};
 #endif
     float o[64];
@@ -736,6 +768,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         fence_regs(sacc);
         WS_TRACE(4);
         release(k_empty(s));
+        finish_out_store();  // not before the wait: divergent code there serialises every wgmma (C7520)
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
       }
@@ -774,7 +807,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         release(v_empty(sp));
         rescale_o(o, alphas);
         to_operand(sacc, pa);
-#if PAGECHECK_WS_TRACE >= 2
+#if PAGECHECK_WS_TRACE == 2
         fence_regs_u(pa);  // the stamp after P is packed
 #endif
         WS_LOOP_MARK(t5);
@@ -822,9 +855,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const int row = k.row0 + wg_row + g + 8 * h;
       const int head = k.kv_head * group + row % group;
       const float keep = add_sink_row(view.sinks, head, m_row, sum);
-      inv[h] = sum > 0.f ? p.a.out_scale * keep / sum : 0.f;
-      lse[h] = row_lse(m_row, sum);
+      // Approximate division and log2 (sum >= 1: the row's largest term is
+      // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
+      // their slow paths (clock stamps, session 8).
+      inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep, sum) : 0.f;
+      lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
     }
+    WS_TRACE_EPI(10);
     // The row LSEs, stored after the Q buffer's release (a global store
     // before the proxy fence would hold that fence until it completes).
     const auto store_lse = [&] {
@@ -841,6 +878,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     if (odt == DType::BF16 || odt == DType::F16) {
       const bool f16_out = odt == DType::F16;
       const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
+      finish_out_store();  // a work tile without key tiles came between
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = g + 8 * h;
@@ -851,45 +889,69 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           st_shared32(stage + (d >> 3) * (kBlockM * 128) + r * 128 + (((d & 7) ^ (r & 7)) << 4) + 4 * t, packed);
         }
       }
-      __syncwarp();
-      uint4 v[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int r = 2 * i + lane / 16, chunk = lane % 16;
-        v[i] = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
-      }
-      __syncwarp();
-      // The next work tile's Q goes into these rows: by the producer's tensor
-      // copy once q_empty completes (ordered after these generic accesses by
-      // the proxy fence), or by this warpgroup's own loads (after the barrier).
-      // The fence (MEMBAR.ALL.CTA in the SASS) waits for this thread's
-      // outstanding memory operations, so the rows are read into registers,
-      // the buffer released, and then stored: with the global stores before
-      // the fence, the epilogue took 4400 cycles per work tile (clock stamps,
-      // H100); in this order, with the next work tile's loads ahead and the
-      // division-free rows, 3800 (H200; docs/performance.md, session 7).
-      fence_proxy_async();
-      if (!p.q_tma) named_sync(kQBar + wg, 128);
-      if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
-      // Row 2 i + lane / 16 of this warp is token tok, query head
-      // kv_head * group + rem: one division for the first row, then steps of
-      // two rows (a division per row cost ~45 instructions with a reciprocal).
-      char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
-      const int row_first = k.row0 + wg_row + lane / 16;
-      int tok = row_first / group, rem = row_first - tok * group;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        if (i > 0) {
-          rem += 2;
-          if (rem >= group) rem -= group, ++tok;
-          if (rem >= group) rem -= group, ++tok;  // group 1
+      // (A vote, so that ptxas knows the branch is uniform: with a divergent
+      // one here, or a release by some warps alone, it serialised every
+      // wgmma of the kernel, C7520.)
+      if (__all_sync(0xffffffffu, p.o_tma && k.row0 + wg_row + 16 <= k.rows_total)) {
+        // The warp's rows are whole tokens' groups of query heads: two
+        // tensor copies (column halves) of 16 / group tokens from lane 0,
+        // after every lane's proxy fence.
+        fence_proxy_async();
+        __syncwarp();
+        WS_TRACE_EPI(11);
+        if (lane == 0) {
+          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);
+          const int head0 = k.kv_head * group;
+          tma_store_3d(&p.out_map, stage, 0, head0, token0);
+          tma_store_3d(&p.out_map, stage + kBlockM * 128, 64, head0, token0);
+          bulk_commit();
         }
-        if (row_first + 2 * i < k.rows_total) {
-          const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;
-          *reinterpret_cast<uint4*>(out + o_row * (T::DV * 2)) = v[i];
+        out_pending = q_buf;
+        WS_TRACE_EPI(12);
+        store_lse();
+      } else {
+        __syncwarp();
+        uint4 v[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int r = 2 * i + lane / 16, chunk = lane % 16;
+          v[i] = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
         }
+        __syncwarp();
+        WS_TRACE_EPI(11);
+        // The next work tile's Q goes into these rows: by the producer's tensor
+        // copy once q_empty completes (ordered after these generic accesses by
+        // the proxy fence), or by this warpgroup's own loads (after the barrier).
+        // The fence (MEMBAR.ALL.CTA in the SASS) waits for this thread's
+        // outstanding memory operations, so the rows are read into registers,
+        // the buffer released, and then stored: with the global stores before
+        // the fence, the epilogue took 4400 cycles per work tile (clock stamps,
+        // H100); in this order, with the next work tile's loads ahead and the
+        // division-free rows, 3800 (H200; docs/performance.md, session 7).
+        fence_proxy_async();
+        if (!p.q_tma) named_sync(kQBar + wg, 128);
+        if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
+        WS_TRACE_EPI(12);
+        // Row 2 i + lane / 16 of this warp is token tok, query head
+        // kv_head * group + rem: one division for the first row, then steps of
+        // two rows (a division per row cost ~45 instructions with a reciprocal).
+        char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
+        const int row_first = k.row0 + wg_row + lane / 16;
+        int tok = row_first / group, rem = row_first - tok * group;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (i > 0) {
+            rem += 2;
+            if (rem >= group) rem -= group, ++tok;
+            if (rem >= group) rem -= group, ++tok;  // group 1
+          }
+          if (row_first + 2 * i < k.rows_total) {
+            const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;
+            *reinterpret_cast<uint4*>(out + o_row * (T::DV * 2)) = v[i];
+          }
+        }
+        store_lse();
       }
-      store_lse();
     } else {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -906,12 +968,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
     }
     WS_TRACE(7);
-#if PAGECHECK_WS_TRACE >= 2
+#if PAGECHECK_WS_TRACE == 3
+    WS_TRACE_AT(15, 3);
+#endif
+#if PAGECHECK_WS_TRACE == 2
 #pragma unroll
     for (int i = 0; i < 5; ++i) WS_TRACE_AT(10 + i, loop_sum[i]);
 #endif
     ++item;
   }
+  finish_out_store();
+  if (p.o_tma && lane == 0) bulk_wait_all();  // the last output copies are done before the CTA exits
   if (wg == 0) turn_sync();  // warpgroup 1's last pass
 #endif  // PAGECHECK_SM90A_DEVICE
 }
@@ -1067,6 +1134,26 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
         p.q_tma = 0;  // the consumers load it
     }
+    // The output by tensor copies (o_tma): 16-bit, in rows of the query's
+    // shape (tokens x query heads x 128), from the Q buffers the producer
+    // fills, whole tokens' groups in a warp's 16 rows.
+    const bool out16 = view.output_dtype == DType::BF16 || view.output_dtype == DType::F16;
+    p.o_tma = p.q_tma && out16 && 16 % group == 0 && sm90_ws_out_tma_enabled() &&
+              reinterpret_cast<std::uintptr_t>(view.output) % 16 == 0;
+    if (p.o_tma) {
+      EncodeTiled encode = encode_tiled();
+      const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(view.q_heads), static_cast<cuuint64_t>(view.num_tokens)};
+      const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(view.q_heads) * 128 * 2};
+      const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(16 / group)};
+      const cuuint32_t elem_strides[3] = {1, 1, 1};
+      const CUtensorMapDataType type = view.output_dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                       : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+      if (encode == nullptr ||
+          encode(&p.out_map, type, 3, view.output, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+        p.o_tma = 0;  // the consumers store it
+    }
   }
   const std::int64_t ctas = p.num_work < sm_count() ? p.num_work : sm_count();
   const int smem = T::kSmemBytes;
@@ -1130,6 +1217,16 @@ bool sm90_ws_fp8_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("PAGECHECK_WS_FP8");
     return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
+// The output by tensor copies (WsParams::o_tma) unless
+// PAGECHECK_WS_OUT_TMA=0 (a developer knob, read once, for comparisons).
+bool sm90_ws_out_tma_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGECHECK_WS_OUT_TMA");
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }

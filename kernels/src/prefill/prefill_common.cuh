@@ -371,6 +371,11 @@ __device__ __forceinline__ float fast_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 // One query tile of the prefill kernels (this file's, attn_sm90.cu's and
 // attn_sm90_ws.cu's): rows row0 .. row0 + kBlockM - 1 of (sequence seq, KV

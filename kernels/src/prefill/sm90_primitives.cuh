@@ -163,6 +163,33 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const void* map, 
       : "memory");
 #endif
 }
+// 3-D tensor copy shared -> global (a bulk group of the issuing thread;
+// the source must be fenced for the async proxy first).
+__device__ __forceinline__ void tma_store_3d(const void* map, std::uint32_t src, int c0, int c1, int c2) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+// The issuing thread's bulk groups have read their shared memory sources.
+__device__ __forceinline__ void bulk_wait_read_all() {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+#endif
+}
+// ... and completed their writes.
+__device__ __forceinline__ void bulk_wait_all() {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 #ifdef PAGECHECK_SM90A_DEVICE
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
