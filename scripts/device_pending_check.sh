@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Session 7 (2026-12-06) ran it on an H100 over 8aa46fb (every test,
+# GPU. Session 8 (2026-12-06) ran it on an H100 over 74e6cb1 (every test,
 # the 154-case suite, the dev checks: all clean; docs/performance.md,
-# session 7). Pending now:
-#   the warp-specialised kernel's new epilogue (session 7's e3: output rows
-#            read back before the proxy fence, the next work tile's loads
-#            ahead, rows stepped without divisions): the dev driver's
-#            checks and memcheck / racecheck / synccheck passed on an H200
-#            and it was timed there, but test_gpu_prefill, test_gpu_core and
-#            the suite have not run with it in the pagecheck binary;
-#   decode_split.cu's PC_DECODE_TRACE stamps (off by default: the split
-#            path's code is unchanged without the macro).
+# session 8). Pending now:
+#   the warp-specialised kernel's output by tensor copies (o_tma: each
+#            consumer warp's 16 staged rows, the Q buffer released a work
+#            tile later) and its approximate epilogue division / log2
+#            (session 8, a24cb20): the dev driver's checks and memcheck /
+#            racecheck / synccheck passed on an H100 and it was timed there,
+#            but test_gpu_prefill, test_gpu_core and the suite have not run
+#            with it in the pagecheck binary.
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),

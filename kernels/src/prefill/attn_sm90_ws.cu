@@ -173,9 +173,27 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
   do {                     \
   } while (0)
 #endif
+// -DPAGECHECK_WS_TRACE=4: the steady key tiles of CTAs 0 and 1 one by one
+// (a timeline: loop start, turn taken, S done, softmax done, P V done, P
+// packed, absolute clocks per consumer warpgroup), written to
+// FILE.timeline.prefill / .fmha and read by scripts/prefill_timeline.py:
+// when each warpgroup's GEMMs and softmax run against the other's.
 #if PAGECHECK_WS_TRACE == 2
 #define WS_LOOP_MARK(t) const long long t = clock64()
 #define WS_LOOP_ADD(i, from, to) loop_sum[i] += (to) - (from)
+#elif PAGECHECK_WS_TRACE == 4
+constexpr int kTimelineTiles = 1024;
+__device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
+#define WS_LOOP_MARK(t) const long long t = clock64()
+#define WS_LOOP_ADD(i, from, to)                                                                              \
+  do {                                                                                                        \
+    if (blockIdx.x < 2 && wg_thread == 0 && timeline_n < kTimelineTiles) {                                   \
+      unsigned long long* e = &g_ws_timeline[((blockIdx.x * 2 + wg) * kTimelineTiles + timeline_n) * 6];     \
+      e[i] = (from);                                                                                          \
+      if ((i) == 4) e[5] = (to);                                                                              \
+    }                                                                                                         \
+    if ((i) == 4) ++timeline_n;                                                                               \
+  } while (0)
 #else
 #define WS_LOOP_MARK(t) \
   do {                  \
@@ -662,6 +680,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   // Warpgroup 0 issues first; it consumes warpgroup 1's last pass at the end.
   if (wg == 1) turn_pass();
   std::int64_t count = 0, item = 0;
+#if PAGECHECK_WS_TRACE == 4
+  int timeline_n = 0;
+#endif
   // The Q buffer whose output rows this warp's lane 0 is still storing by
   // tensor copy (-1: none). The warp releases it to the producer once the
   // copies have read it: after the next work tile's S_0, a work tile before
@@ -807,7 +828,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         release(v_empty(sp));
         rescale_o(o, alphas);
         to_operand(sacc, pa);
-#if PAGECHECK_WS_TRACE == 2
+#if PAGECHECK_WS_TRACE == 2 || PAGECHECK_WS_TRACE == 4
         fence_regs_u(pa);  // the stamp after P is packed
 #endif
         WS_LOOP_MARK(t5);
@@ -1162,6 +1183,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   void* trace = nullptr;
   CUDA_TRY(cudaGetSymbolAddress(&trace, g_ws_trace));
   CUDA_TRY(cudaMemsetAsync(trace, 0, sizeof(g_ws_trace), stream));
+#if PAGECHECK_WS_TRACE == 4
+  void* timeline = nullptr;
+  CUDA_TRY(cudaGetSymbolAddress(&timeline, g_ws_timeline));
+  CUDA_TRY(cudaMemsetAsync(timeline, 0, sizeof(g_ws_timeline), stream));
+#endif
 #endif
   attn_ws_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
   CUDA_TRY_LAUNCH();
@@ -1185,6 +1211,23 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
           }
       std::fclose(f);
     }
+#if PAGECHECK_WS_TRACE == 4
+    std::vector<unsigned long long> tl(sizeof(g_ws_timeline) / 8);
+    void* tl_dev = nullptr;
+    CUDA_TRY(cudaGetSymbolAddress(&tl_dev, g_ws_timeline));
+    CUDA_TRY(cudaMemcpy(tl.data(), tl_dev, sizeof(g_ws_timeline), cudaMemcpyDeviceToHost));
+    const std::string tl_path = std::string(file) + (T::CONTIG ? ".timeline.fmha" : ".timeline.prefill");
+    if (FILE* f = std::fopen(tl_path.c_str(), "w")) {
+      for (int c = 0; c < 2; ++c)
+        for (int wg = 0; wg < 2; ++wg)
+          for (int i = 0; i < kTimelineTiles; ++i) {
+            const unsigned long long* e = &tl[((c * 2 + wg) * kTimelineTiles + i) * 6];
+            if (e[0] == 0) break;
+            std::fprintf(f, "%d %d %d %llu %llu %llu %llu %llu %llu\n", c, wg, i, e[0], e[1], e[2], e[3], e[4], e[5]);
+          }
+      std::fclose(f);
+    }
+#endif
   }
 #endif
   return {};
