@@ -47,6 +47,7 @@
 #include "common/cuda_check.cuh"
 #include "common/device_case.cuh"
 #include "pagecheck/dtype.hpp"
+#include "pagecheck/fast_div.hpp"
 #include "pagecheck/paged_kv.hpp"
 #include "pagecheck/status.hpp"
 
@@ -101,15 +102,15 @@ struct DecodeParams {
 
 // ---- small device utilities ------------------------------------------------
 
-// n / d for n < 2^31, d in [1, 2^31) by multiply-high and shift (magic from
-// Granlund-Montgomery): shift = ceil(log2 d), magic = 2^32 (2^shift - d) / d + 1.
+// n / d for n < 2^31, d in [1, 2^31) by multiply-high and shift
+// (pagecheck/fast_div.hpp).
 inline void make_fast_divisor(std::uint32_t d, std::uint32_t& magic, std::uint32_t& shift) {
-  shift = 0;
-  while ((1ull << shift) < d) ++shift;
-  magic = static_cast<std::uint32_t>(((1ull << 32) * ((1ull << shift) - d)) / d + 1);
+  const FastDiv f = fast_divisor(d);
+  magic = f.mul;
+  shift = f.shift;
 }
 __device__ __forceinline__ std::uint32_t fast_divide(std::uint32_t n, std::uint32_t magic, std::uint32_t shift) {
-  return (__umulhi(n, magic) + n) >> shift;
+  return fast_div(n, magic, shift);
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {

@@ -224,6 +224,12 @@ struct WsParams {
   // Work tiles, pairs and a section's tiles all under 2^31: decode_work
   // divides in 32 bits.
   std::int32_t work32 = 0;
+  // work32's divisors, fixed for the launch (fast_div: a multiply-high and
+  // shifts instead of ~20 instructions each): work tiles per section, pairs
+  // per section (all sections but the last, and the last), sequences; and
+  // the GQA group for the epilogue's rows.
+  FastDiv div_section, div_pair, div_pair_last, div_seqs, div_group;
+  std::uint32_t last_section = 0;
   // The producer copies Q (query in the operand type, group divides 128, no
   // split query); otherwise the consumers load and convert it.
   std::int32_t q_tma = 0;
@@ -268,20 +274,16 @@ __device__ __forceinline__ WorkAhead fetch_work(const WsParams& wp, std::int64_t
   std::int64_t seq;
   int kv_head, tile;
   if (wp.work32) {
-    const std::uint32_t num_seqs = static_cast<std::uint32_t>(p.view.kv.num_seqs);
-    const std::uint32_t pairs = num_seqs * static_cast<std::uint32_t>(p.view.kv.kv_heads);
-    const std::uint32_t per_pair = static_cast<std::uint32_t>(wp.pairs_per_section);
-    const std::uint32_t per_section = per_pair * static_cast<std::uint32_t>(p.tiles_per_seq);
     const std::uint32_t w32 = static_cast<std::uint32_t>(w);
-    const std::uint32_t section = w32 / per_section;
-    const std::uint32_t first_pair = section * per_pair;
-    const std::uint32_t n = min(per_pair, pairs - first_pair);
-    const std::uint32_t local = w32 - section * per_section;
-    const std::uint32_t quot = local / n;
-    const std::uint32_t pair = first_pair + (local - quot * n);
+    const std::uint32_t section = fast_div(w32, wp.div_section);
+    const std::uint32_t first_pair = section * wp.div_pair.divisor;
+    const FastDiv& n = section == wp.last_section ? wp.div_pair_last : wp.div_pair;  // pairs in this section
+    const std::uint32_t local = w32 - section * wp.div_section.divisor;
+    const std::uint32_t quot = fast_div(local, n);
+    const std::uint32_t pair = first_pair + (local - quot * n.divisor);
     tile = p.tiles_per_seq - 1 - static_cast<int>(quot);
-    const std::uint32_t head = pair / num_seqs;
-    seq = pair - head * num_seqs;
+    const std::uint32_t head = fast_div(pair, wp.div_seqs);
+    seq = pair - head * wp.div_seqs.divisor;
     kv_head = static_cast<int>(head);
   } else {
     const std::int64_t num_seqs = p.view.kv.num_seqs;
@@ -874,7 +876,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     for (int h = 0; h < 2; ++h) {
       float sum = row_sum(l[h]), m_row = m[h];
       const int row = k.row0 + wg_row + g + 8 * h;
-      const int head = k.kv_head * group + row % group;
+      const int head = k.kv_head * group + (row - static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group)) * group);
       const float keep = add_sink_row(view.sinks, head, m_row, sum);
       // Approximate division and log2 (sum >= 1: the row's largest term is
       // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
@@ -891,8 +893,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       for (int h = 0; h < 2; ++h) {
         const int row = k.row0 + wg_row + g + 8 * h;
         if (row >= k.rows_total) continue;
-        const std::int64_t token = k.q_begin + row / group;
-        view.lse[token * view.q_heads + k.kv_head * group + row % group] = lse[h];
+        const int row_token = static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group));
+        view.lse[(k.q_begin + row_token) * view.q_heads + k.kv_head * group + (row - row_token * group)] = lse[h];
       }
     };
     const DType odt = view.output_dtype;
@@ -958,7 +960,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         // two rows (a division per row cost ~45 instructions with a reciprocal).
         char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
         const int row_first = k.row0 + wg_row + lane / 16;
-        int tok = row_first / group, rem = row_first - tok * group;
+        int tok = static_cast<int>(fast_div(static_cast<std::uint32_t>(row_first), p.div_group)), rem = row_first - tok * group;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           if (i > 0) {
@@ -1088,6 +1090,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
   p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
   if (p.num_work == 0) return {};
+  p.div_group = fast_divisor(static_cast<std::uint32_t>(a.group));
   if constexpr (T::CONTIG) {
     p.box_rows = T::kBlockN;
     p.head_inner = 1;
@@ -1136,6 +1139,14 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     }
     p.pairs_per_section = static_cast<std::int32_t>(per_section);
     p.work32 = p.num_work < INT_MAX && pairs < INT_MAX && per_section * p.a.tiles_per_seq < INT_MAX;
+    if (p.work32 && pairs > 0) {
+      const std::int64_t sections = (pairs + per_section - 1) / per_section;
+      p.last_section = static_cast<std::uint32_t>(sections - 1);
+      p.div_section = fast_divisor(static_cast<std::uint32_t>(per_section * p.a.tiles_per_seq));
+      p.div_pair = fast_divisor(static_cast<std::uint32_t>(per_section));
+      p.div_pair_last = fast_divisor(static_cast<std::uint32_t>(pairs - (sections - 1) * per_section));
+      p.div_seqs = fast_divisor(static_cast<std::uint32_t>(view.kv.num_seqs));
+    }
   }
   {
     const DType operand = T::kF16 ? DType::F16 : DType::BF16;

@@ -33,6 +33,7 @@
 
 #include "common/device_case.cuh"
 #include "common/mma_sync.cuh"
+#include "pagecheck/fast_div.hpp"
 #include "pagecheck/paged_kv.hpp"
 
 namespace pagecheck::gpu::attn {
@@ -67,11 +68,12 @@ struct AttnParams {
   std::int32_t split_query = 0;
 };
 
-// The divisor pair for `d` in 1..2^31 (AttnParams::block_magic/shift).
+// The divisor pair for `d` in 1..2^31 (AttnParams::block_magic/shift;
+// pagecheck/fast_div.hpp).
 inline void make_fast_div(std::uint32_t d, std::uint32_t& magic, std::uint32_t& shift) {
-  shift = 0;
-  while ((1ull << shift) < d) ++shift;
-  magic = static_cast<std::uint32_t>(((1ull << 32) * ((1ull << shift) - d)) / d + 1);
+  const FastDiv f = fast_divisor(d);
+  magic = f.mul;
+  shift = f.shift;
 }
 
 template <int DK_, int DV_, KvKind KV_, bool CONTIG_>
@@ -296,8 +298,7 @@ __device__ __forceinline__ void store2(DType dtype, void* base, std::int64_t ind
 // ---- tile loads -------------------------------------------------------------
 
 __device__ __forceinline__ int block_of(const AttnParams& p, int token) {
-  return static_cast<int>((__umulhi(static_cast<unsigned>(token), p.block_magic) + static_cast<unsigned>(token)) >>
-                          p.block_shift);
+  return static_cast<int>(fast_div(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift));
 }
 
 // Element offset of row `token` of `kv_head` in the K (or V) source, given the
