@@ -9,7 +9,12 @@
 #            (session 8, a24cb20): the dev driver's checks and memcheck /
 #            racecheck / synccheck passed on an H100 and it was timed there,
 #            but test_gpu_prefill, test_gpu_core and the suite have not run
-#            with it in the pagecheck binary.
+#            with it in the pagecheck binary;
+#   pagecheck/fast_div.hpp (47f6fd5): the ws kernel's work decoding and
+#            epilogue rows by multiply-high and shift, and the prefill /
+#            decode kernels' page division through the same header (the
+#            same formula as before; attn_sm90.cu's SASS differs only in
+#            register allocation): nothing of it has run on a GPU.
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
