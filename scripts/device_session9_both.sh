@@ -4,7 +4,7 @@
 #   scripts/device_session9_call1.sh (fast division A/B with checks and
 #   sanitizers; the key-tile timeline), then
 #   scripts/device_pending_check.sh run (every GPU test, the suite and the
-#   benches over 47f6fd5's pagecheck binary: the tensor-copy output and
+#   benches over 691a553's pagecheck binary: the tensor-copy output and
 #   fast_div in it).
 # $OUT gets summary.txt and s9c1.tgz from the first, pending.tgz from the
 # second; both summaries are printed.
