@@ -203,6 +203,12 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
   } while (0)
 #endif
 
+// An experiment (developer builds): PC_WS_STMATRIX=1 stages the output rows
+// with stmatrix instead of 32-bit shared stores.
+#ifndef PC_WS_STMATRIX
+#define PC_WS_STMATRIX 0
+#endif
+
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
 constexpr int kQBar = 1;
@@ -902,6 +908,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const bool f16_out = odt == DType::F16;
       const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
       finish_out_store();  // a work tile without key tiles came between
+#if PC_WS_STMATRIX
+      {
+        // One stmatrix.x4 per two n8 blocks: matrix k is block d + k / 2,
+        // rows 8 (k % 2) .. + 7 of the warp's 16; lane L gives the address
+        // of row L % 8 of matrix L / 8 (8 stores where st.shared.b32 took 32).
+        const std::uint32_t row_base = stage + ((lane / 8) % 2 * 8 + lane % 8) * 128;
+#pragma unroll
+        for (int d = 0; d < kDBlocks; d += 2) {
+          std::uint32_t r[4];
+#pragma unroll
+          for (int m = 0; m < 4; ++m) {
+            const int dd = d + m / 2, h = m % 2;
+            const float x = o[dd * 4 + 2 * h] * inv[h], y = o[dd * 4 + 2 * h + 1] * inv[h];
+            r[m] = f16_out ? pack2<true>(x, y) : pack2<false>(x, y);
+          }
+          const int chunk = d + lane / 16;
+          stmatrix_x4(row_base + (chunk >> 3) * (kBlockM * 128) + (((chunk & 7) ^ (lane % 8)) << 4), r[0], r[1], r[2],
+                      r[3]);
+        }
+      }
+#else
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = g + 8 * h;
@@ -912,6 +939,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           st_shared32(stage + (d >> 3) * (kBlockM * 128) + r * 128 + (((d & 7) ^ (r & 7)) << 4) + 4 * t, packed);
         }
       }
+#endif
       // (A vote, so that ptxas knows the branch is uniform: with a divergent
       // one here, or a release by some warps alone, it serialised every
       // wgmma of the kernel, C7520.)

@@ -190,6 +190,17 @@ __device__ __forceinline__ void bulk_wait_all() {
   asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
+// Four 8x8 b16 matrices from registers (lane i holds row i / 4, columns
+// 2 (i % 4) and + 1 of each, the mma accumulator layout) to shared memory
+// rows whose addresses lanes 8k .. 8k + 7 give for matrix k.
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, std::uint32_t r0, std::uint32_t r1, std::uint32_t r2,
+                                            std::uint32_t r3) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+#endif
+}
 __device__ __forceinline__ void prefetch_tensor_map(const void* map) {
 #ifdef PAGECHECK_SM90A_DEVICE
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(map)) : "memory");
