@@ -208,6 +208,13 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
 #ifndef PC_WS_STMATRIX
 #define PC_WS_STMATRIX 0
 #endif
+// PC_WS_TURN_AFTER_SOFTMAX=1: in the steady key tiles a consumer warpgroup
+// passes the turn once its softmax is done, not once its GEMMs are issued:
+// the two softmaxes then never run at once (they share the MUFU unit), at
+// the price of the other warpgroup's GEMMs starting later.
+#ifndef PC_WS_TURN_AFTER_SOFTMAX
+#define PC_WS_TURN_AFTER_SOFTMAX 0
+#endif
 
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
@@ -817,7 +824,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         landed();
         issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
         wgmma_commit();
+#if !PC_WS_TURN_AFTER_SOFTMAX
         turn_pass();
+#endif
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
         fence_regs(sacc);
         WS_LOOP_MARK(t2);
@@ -825,6 +834,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         release(k_empty(s));
         softmax(softcap_c, sacc, k.tile_first + i, alphas);
         if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
+#if PC_WS_TURN_AFTER_SOFTMAX
+        turn_pass();
+#endif
         WS_LOOP_MARK(t3);
         WS_LOOP_ADD(2, t2, t3);
         wgmma_wait<0>();
