@@ -1000,7 +1000,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         // two rows (a division per row cost ~45 instructions with a reciprocal).
         char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
         const int row_first = k.row0 + wg_row + lane / 16;
-        int tok = static_cast<int>(fast_div(static_cast<std::uint32_t>(row_first), p.div_group)), rem = row_first - tok * group;
+        int tok = static_cast<int>(fast_div(static_cast<std::uint32_t>(row_first), p.div_group));
+        int rem = row_first - tok * group;
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           if (i > 0) {
@@ -1121,6 +1122,22 @@ int l2_bytes() {
   return bytes;
 }
 
+// A 3-D map of 16-bit elements over (dim, query head, token) rows of 128
+// dims (the query, or an output of its shape), boxes of 64 dims x `group`
+// heads x `box_tokens` tokens, 128-byte swizzle (the Q buffer's layout).
+bool make_token_rows_map(CUtensorMap& map, bool f16, void* base, std::int64_t q_heads, std::int64_t num_tokens,
+                         int group, int box_tokens, CUtensorMapL2promotion promotion) {
+  EncodeTiled encode = encode_tiled();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(q_heads), static_cast<cuuint64_t>(num_tokens)};
+  const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(q_heads) * 128 * 2};
+  const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(box_tokens)};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  return encode(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides,
+                box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, promotion,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <class T>
 Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   WsParams p{};
@@ -1193,39 +1210,18 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     const int group = a.group;
     p.q_tma = !a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
               T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
-    if (p.q_tma) {
-      EncodeTiled encode = encode_tiled();
-      const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(view.q_heads), static_cast<cuuint64_t>(view.num_tokens)};
-      const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(view.q_heads) * 128 * 2};
-      const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(T::kBlockM / group)};
-      const cuuint32_t elem_strides[3] = {1, 1, 1};
-      if (encode == nullptr ||
-          encode(&p.query_map, T::kF16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
-                 const_cast<void*>(view.query), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        p.q_tma = 0;  // the consumers load it
-    }
+    if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16, const_cast<void*>(view.query), view.q_heads,
+                                        view.num_tokens, group, T::kBlockM / group, CU_TENSOR_MAP_L2_PROMOTION_L2_256B))
+      p.q_tma = 0;  // the consumers load it
     // The output by tensor copies (o_tma): 16-bit, in rows of the query's
     // shape (tokens x query heads x 128), from the Q buffers the producer
     // fills, whole tokens' groups in a warp's 16 rows.
     const bool out16 = view.output_dtype == DType::BF16 || view.output_dtype == DType::F16;
     p.o_tma = p.q_tma && out16 && 16 % group == 0 && sm90_ws_out_tma_enabled() &&
               reinterpret_cast<std::uintptr_t>(view.output) % 16 == 0;
-    if (p.o_tma) {
-      EncodeTiled encode = encode_tiled();
-      const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(view.q_heads), static_cast<cuuint64_t>(view.num_tokens)};
-      const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(view.q_heads) * 128 * 2};
-      const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(16 / group)};
-      const cuuint32_t elem_strides[3] = {1, 1, 1};
-      const CUtensorMapDataType type = view.output_dtype == DType::F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                       : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-      if (encode == nullptr ||
-          encode(&p.out_map, type, 3, view.output, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-        p.o_tma = 0;  // the consumers store it
-    }
+    if (p.o_tma && !make_token_rows_map(p.out_map, view.output_dtype == DType::F16, view.output, view.q_heads,
+                                        view.num_tokens, group, 16 / group, CU_TENSOR_MAP_L2_PROMOTION_NONE))
+      p.o_tma = 0;  // the consumers store it
   }
   const std::int64_t ctas = p.num_work < sm_count() ? p.num_work : sm_count();
   const int smem = T::kSmemBytes;
