@@ -203,18 +203,6 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
   } while (0)
 #endif
 
-// An experiment (developer builds): PC_WS_STMATRIX=1 stages the output rows
-// with stmatrix instead of 32-bit shared stores.
-#ifndef PC_WS_STMATRIX
-#define PC_WS_STMATRIX 0
-#endif
-// PC_WS_TURN_AFTER_SOFTMAX=1: in the steady key tiles a consumer warpgroup
-// passes the turn once its softmax is done, not once its GEMMs are issued:
-// the two softmaxes then never run at once (they share the MUFU unit), at
-// the price of the other warpgroup's GEMMs starting later.
-#ifndef PC_WS_TURN_AFTER_SOFTMAX
-#define PC_WS_TURN_AFTER_SOFTMAX 0
-#endif
 
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
@@ -824,9 +812,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         landed();
         issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
         wgmma_commit();
-#if !PC_WS_TURN_AFTER_SOFTMAX
         turn_pass();
-#endif
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
         fence_regs(sacc);
         WS_LOOP_MARK(t2);
@@ -834,9 +820,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         release(k_empty(s));
         softmax(softcap_c, sacc, k.tile_first + i, alphas);
         if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
-#if PC_WS_TURN_AFTER_SOFTMAX
-        turn_pass();
-#endif
         WS_LOOP_MARK(t3);
         WS_LOOP_ADD(2, t2, t3);
         wgmma_wait<0>();
@@ -920,7 +903,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const bool f16_out = odt == DType::F16;
       const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
       finish_out_store();  // a work tile without key tiles came between
-#if PC_WS_STMATRIX
       {
         // One stmatrix.x4 per two n8 blocks: matrix k is block d + k / 2,
         // rows 8 (k % 2) .. + 7 of the warp's 16; lane L gives the address
@@ -940,18 +922,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
                       r[3]);
         }
       }
-#else
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = g + 8 * h;
-#pragma unroll
-        for (int d = 0; d < kDBlocks; ++d) {
-          const float x = o[d * 4 + 2 * h] * inv[h], y = o[d * 4 + 2 * h + 1] * inv[h];
-          const std::uint32_t packed = f16_out ? pack2<true>(x, y) : pack2<false>(x, y);
-          st_shared32(stage + (d >> 3) * (kBlockM * 128) + r * 128 + (((d & 7) ^ (r & 7)) << 4) + 4 * t, packed);
-        }
-      }
-#endif
       // (A vote, so that ptxas knows the branch is uniform: with a divergent
       // one here, or a release by some warps alone, it serialised every
       // wgmma of the kernel, C7520.)
