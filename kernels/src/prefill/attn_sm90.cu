@@ -300,7 +300,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
     const int n0 = kt * kBlockN;
     const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
                            (window > 0 && n0 <= max_pos - window);
-    if (need_mask) mask_tile(sacc, n0, t, row0 + wg_row + g, pos0, group, key_lo, key_hi, causal, window);
+    if (need_mask) mask_tile(
+          sacc, n0, t, row0 + wg_row + g, [&](int r) { return pos0 + r / group; }, key_lo, key_hi, causal, window);
     float alphas[2];
     softmax_rows(sacc, m, l, alphas, exp_scale);
     rescale_o(o, alphas);

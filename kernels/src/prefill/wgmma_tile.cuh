@@ -49,18 +49,20 @@ __device__ __forceinline__ void issue_pv(float (&o)[64], const std::uint32_t (&p
 }
 
 // The mask of key tile n0 for this thread's rows (first_row and
-// first_row + 8 of a work tile): row r (token pos0 + r / group) sees keys
+// first_row + 8 of a work tile): row r (token pos_of(r), pos0 + r / group
+// for the caller's pos0 and GQA group) sees keys
 // [max(key_lo, pos - window + 1), min(key_hi, pos + 1)) (causal; without
 // causal up to key_hi; without a window from key_lo); the others become
 // -inf. Key n0 + 2 t + c with c = 8 nb + e is compared as c against bounds
 // relative to n0 + 2 t, so c stays an immediate. (Computing both rows'
 // bounds first and masking after rescheduled a fifth of the ws kernel's
 // SASS; this order leaves it as it was.)
-__device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int first_row, int pos0, int group,
-                                          int key_lo, int key_hi, bool causal, std::int64_t window) {
+template <class PosOf>
+__device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int first_row, PosOf pos_of, int key_lo,
+                                          int key_hi, bool causal, std::int64_t window) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int pos = pos0 + (first_row + 8 * h) / group;
+    const int pos = pos_of(first_row + 8 * h);
     const int vis_hi = min(key_hi, causal ? pos + 1 : key_hi);
     const int vis_lo = window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
     const int lo_rel = vis_lo - (n0 + 2 * t), hi_rel = vis_hi - (n0 + 2 * t);
@@ -84,6 +86,38 @@ __device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], floa
     const float m_new = fmaxf(m[h], row_max(s, h) * exp_scale);
     const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
     const float alpha = fast_exp2(m[h] - ref);
+    m[h] = m_new;
+    float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+    for (int nb = 0; nb < 16; ++nb) {
+      s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
+      s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
+      sum_a += s[nb * 4 + 2 * h];
+      sum_b += s[nb * 4 + 2 * h + 1];
+    }
+    l[h] = l[h] * alpha + (sum_a + sum_b);
+    alphas[h] = alpha;
+  }
+}
+
+// softmax_rows with a lazy reference (FlashAttention-4's conditional
+// rescale): a row keeps its reference max m until a tile's max exceeds it by
+// more than kLazySlack (base 2), so the unnormalised P stays below
+// 2^kLazySlack (exact in float, and in the 16-bit operand types, whose
+// relative rounding does not depend on the magnitude) and O and l are
+// rescaled only when a row's reference moves: alphas are 1 otherwise, and
+// rescale_o skips the warp's 64 multiplies when all of them are. m is the
+// reference, so m + log2(l) is the row's LSE (base 2) as before.
+constexpr float kLazySlack = 8.f;
+__device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2], float (&l)[2], float (&alphas)[2],
+                                                  float exp_scale) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_tile = row_max(s, h) * exp_scale;
+    const bool move = m_tile > m[h] + kLazySlack;  // always for a row with no key yet (m = -inf), never for an empty tile
+    const float m_new = move ? m_tile : m[h];
+    const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
+    const float alpha = move ? fast_exp2(m[h] - ref) : 1.f;
     m[h] = m_new;
     float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll

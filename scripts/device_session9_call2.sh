@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 10's second device call (about 8 minutes on an H100), carrying
+# Session 9's second device call (about 8 minutes on an H100), carrying
 # build-call2 (external.tgz and pagecheck.gz of
 # `scripts/device_flashinfer_check.sh build 90`, pagecheck-slow.gz of
 # `scripts/compare_check.sh build 90`, prefill_dev_stmdef.gz of
@@ -16,7 +16,7 @@
 # $OUT: peers.tgz, compare.tgz, ncu-decode-split.txt, summary.txt.
 set -u
 cd "$(dirname "$0")/.."
-dest=${OUT:-./devout-s10c2}
+dest=${OUT:-./devout-s9c2}
 mkdir -p "$dest"
 {
   OUT=/tmp/peers CARRY=build-call2 timeout 300 scripts/device_bench_peers.sh 2>&1 | tail -60
