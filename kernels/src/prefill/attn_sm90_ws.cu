@@ -204,13 +204,6 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
 #endif
 
 
-// An experiment (developer builds): PC_WS_LAZY_RESCALE=1 uses
-// softmax_rows_lazy (a row's reference max moves only when a tile exceeds it
-// by 2^8, so O is rarely rescaled).
-#ifndef PC_WS_LAZY_RESCALE
-#define PC_WS_LAZY_RESCALE 0
-#endif
-
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
 constexpr int kQBar = 1;
@@ -777,11 +770,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             sacc, n0, t, k.row0 + wg_row + g,
             [&](int r) { return k.pos0 + static_cast<int>(fast_div(static_cast<std::uint32_t>(r), p.div_group)); },
             k.key_lo, k.key_hi, causal, window);
-#if PC_WS_LAZY_RESCALE
+      // The lazy reference: O is rescaled only when a row's max grows by
+      // 2^8 (+1.2-2.9% at the bench shapes on the H100, session 9).
       softmax_rows_lazy(sacc, m, l, alphas, exp_scale);
-#else
-      softmax_rows(sacc, m, l, alphas, exp_scale);
-#endif
     };
     const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
       pack_p<T::kF16, kBlockN>(sacc, pa);
