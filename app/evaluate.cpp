@@ -173,15 +173,18 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
       cr.paths.push_back(std::move(row));
       continue;
     }
-    if (const auto skip = controls.skipped.find(name); skip != controls.skipped.end()) {
-      row.status = PathStatus::Skipped;
-      row.reason = skip->second;
-      cr.paths.push_back(std::move(row));
-      continue;
-    }
+    // A path that ended the worker on this very case is that case's error,
+    // also when that was its second crash and it is skipped from now on
+    // (the case runs again in a fresh worker with both decided).
     if (const auto decided = controls.errors.find(name); decided != controls.errors.end()) {
       row.status = PathStatus::Error;
       row.reason = decided->second;
+      cr.paths.push_back(std::move(row));
+      continue;
+    }
+    if (const auto skip = controls.skipped.find(name); skip != controls.skipped.end()) {
+      row.status = PathStatus::Skipped;
+      row.reason = skip->second;
       cr.paths.push_back(std::move(row));
       continue;
     }
