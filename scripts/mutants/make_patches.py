@@ -207,11 +207,17 @@ mutant("23-ws-softcap-twice",
         "      const float exp_scale = kSoftcap ? 1.f : p.a.logit_mul;\n",
         "      const float exp_scale = p.a.logit_mul;\n"))
 mutant("24-ws-gqa-mapping",
-       "wrong GQA mapping: the warp-specialised kernel stores 16-bit output rows to head (row % group) * kv_heads + kv_head (interleaved)",
+       "wrong GQA mapping: the warp-specialised kernel stores KV head h's 16-bit output rows from query head h on "
+       "(tensor copies) and to head (row % group) * kv_heads + h (per-lane stores, interleaved)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
-        "          const int head = k.kv_head * group + row % group;\n          *reinterpret_cast<uint4*>(out",
-        "          const int head = (row % group) * static_cast<int>(view.kv.kv_heads) + k.kv_head;\n"
-        "          *reinterpret_cast<uint4*>(out"))
+        "          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
+        "          const int head0 = k.kv_head * group;\n",
+        "          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
+        "          const int head0 = k.kv_head;\n"),
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "            const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;\n",
+        "            const std::int64_t o_row =\n"
+        "                (k.q_begin + tok) * view.q_heads + rem * static_cast<int>(view.kv.kv_heads) + k.kv_head;\n"))
 mutant("25-ws-rows-past-key-hi",
        "read past the range: the row producer copies key key_hi too instead of zero-filling it (P = 0 times a poisoned slot)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
