@@ -200,3 +200,42 @@ for kvv, vv in [(8, 8), (16, 16), (32, 32), (24, 16)]:
                     for first in range(begin, end, chunk):
                         run_copy(kvv, vv, rows, chunk, block, begin, end, first)
 print("ok copy mappings")
+
+
+# PC_DECODE_TC_LEAN_COPY (whole pages, whole-row copies): the same source
+# and destination of every vector from per-lane offsets computed once and
+# one base per 16-key sub-chunk: src = page * kbv + slot0 * ksv +
+# [(key % 16) * ksv + khv + copy_r * rp] + lpk * i * rp, dst = [key * kvv +
+# (copy_r ^ key % 8)] + lpk * i (V: + chunk * kvv + key * (vv - kvv)),
+# against the formulas of the other path (row_offsets, copy_rows).
+def run_lean(kvv, vv, chunk, block, first, rp, ksv, kbv, khv):
+    lpk = min(pow2_part(kvv | vv), 32)
+    assert lpk % 8 == 0
+    kpc, groups = 32 // lpk, chunk // (32 // lpk)
+    for q in range(groups):
+        for l in range(32):
+            copy_key, copy_r = l // lpk, l % lpk
+            key = q * kpc + copy_key
+            u = (q * kpc) // 16
+            t0 = first + 16 * u
+            page = 1000 + t0 // block
+            slot0 = t0 - (t0 // block) * block
+            for part, n in (("k", kvv), ("v", vv)):
+                lean_src = (key % 16) * ksv + khv + copy_r * rp
+                lean_dst = key * kvv + (copy_r ^ (key % 8))
+                if part == "v":
+                    lean_dst += chunk * kvv + key * (vv - kvv)
+                for i in range(n // lpk):
+                    c = copy_r + lpk * i
+                    slot = slot0 + key % 16
+                    src = page * kbv + (slot * ksv + khv) + c * rp
+                    dst = (chunk * kvv if part == "v" else 0) + key * (vv if part == "v" else kvv) + (c ^ (key % 8))
+                    assert page * kbv + slot0 * ksv + lean_src + lpk * i * rp == src, (part, q, l, i)
+                    assert lean_dst + lpk * i == dst, (part, q, l, i)
+for kvv, vv in [(8, 8), (16, 16), (32, 32), (24, 16)]:
+    for chunk in (16, 32):
+        for block in (16, 32, 48, 256):
+            for first in range(0, 512, chunk):
+                for rp, ksv, kbv, khv in ((1, 128, 2048, 16), (2, 16, 4096, 512), (1, 16, 4096, 256)):
+                    run_lean(kvv, vv, chunk, block, first, rp, ksv, kbv, khv)
+print("ok lean copy")

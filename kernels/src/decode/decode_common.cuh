@@ -243,6 +243,10 @@ __device__ __forceinline__ void cp_async_vec(void* smem, const void* gmem, bool 
     asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem), "r"(src_size));
   }
 }
+// cp_async_vec<16> with the destination already a shared-memory address.
+__device__ __forceinline__ void cp_async_shared16(unsigned smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(gmem), "r"(valid ? 16 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {

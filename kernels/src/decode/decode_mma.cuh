@@ -68,6 +68,14 @@ namespace pagecheck::gpu::decode {
 #ifndef PC_DECODE_TC_WHOLE_PAGES
 #define PC_DECODE_TC_WHOLE_PAGES 1  // 1: offsets per 16-key sub-chunk where blocks hold whole sub-chunks
 #endif
+#ifndef PC_DECODE_TC_LEAN_COPY
+// 1 (an experiment, session 9): whole-page chunks copied from per-lane
+// offsets computed once before the loop and one base pointer per 16-key
+// sub-chunk, instead of each key's 64-bit offsets per chunk (Nsight Compute,
+// 1 x 32768 split: one warp per scheduler issuing every 5.8 cycles; the
+// copy was about 240 of the loop's ~500 instructions per chunk).
+#define PC_DECODE_TC_LEAN_COPY 0
+#endif
 #ifndef PC_DECODE_TC_SPLIT_S
 #define PC_DECODE_TC_SPLIT_S 1  // 1: S = Q K^T in two accumulator chains (even / odd k-steps)
 #endif
@@ -212,10 +220,57 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
       cp_async_vec<16>(v_dst + (c ^ swizzle), value_base + v_off + c * kRawPer16, valid);
     }
   };
+  // PC_DECODE_TC_LEAN_COPY: what the whole-page copy of key q * KPC +
+  // copy_key needs that no chunk changes: its row's offset within a
+  // sub-chunk's base (its slot in the sub-chunk, the kv head, this lane's
+  // first vector; Raw units, 32-bit as row_offsets' in-page part) and its
+  // swizzled destination within a stage (bytes; V's follows from K's).
+  std::int32_t lean_k[GROUPS], lean_v[GROUPS];
+  std::uint32_t lean_dst[GROUPS];
+  if constexpr (PC_DECODE_TC_LEAN_COPY) {
+#pragma unroll
+    for (int q = 0; q < GROUPS; ++q) {
+      const int key = q * KPC + copy_key;
+      lean_k[q] = (key % 16) * p.k_slot_vecs + k_head_vec + copy_r * kRawPer16;
+      lean_v[q] = (key % 16) * p.v_slot_vecs + v_head_vec + copy_r * kRawPer16;
+      lean_dst[q] = static_cast<std::uint32_t>(key * KV_VECS + (copy_r ^ (key % 8))) * 16;
+    }
+  }
   auto issue = [&](int j, std::int32_t own_page) {
     const int stage = j % STAGES;
     const std::int32_t first = chunk_first(j);
-    if (whole_pages) {
+    if (PC_DECODE_TC_LEAN_COPY && whole_pages) {
+      // One base per 16-key sub-chunk (its page and first slot), then per
+      // key only the precomputed offsets. LPK is a multiple of 8, so
+      // vector copy_r + LPK i of a row lands at (copy_r ^ swizzle) + LPK i.
+      static_assert(!PC_DECODE_TC_LEAN_COPY || LPK % 8 == 0, "the lean copy takes whole-row copies (PC_DECODE_TC_ROWS)");
+      const Raw* k_base[SUBS];
+      const Raw* v_base[SUBS];
+#pragma unroll
+      for (int u = 0; u < SUBS; ++u) {
+        const std::int32_t page = SUBS == 1 ? own_page : __shfl_sync(kFullMask, own_page, 16 * u);
+        const std::int32_t token = first + 16 * u;
+        const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
+        const std::int64_t slot0 = token - static_cast<std::int64_t>(page_no) * kv.block_size;
+        k_base[u] = key_base + (static_cast<std::int64_t>(page) * p.k_block_vecs + slot0 * p.k_slot_vecs);
+        v_base[u] = value_base + (static_cast<std::int64_t>(page) * p.v_block_vecs + slot0 * p.v_slot_vecs);
+      }
+      const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>(stage * T::kStageBytes);
+#pragma unroll
+      for (int q = 0; q < GROUPS; ++q) {
+        const int key = q * KPC + copy_key;
+        const int u = (q * KPC) / 16;
+        const bool valid = first + key < end;
+        const unsigned k_dst = stage_addr + lean_dst[q];
+        const unsigned v_dst = k_dst + static_cast<unsigned>(CHUNK * KV_VECS + key * (V_VECS - KV_VECS)) * 16;
+#pragma unroll
+        for (int i = 0; i < KV_VECS / LPK; ++i)
+          cp_async_shared16(k_dst + LPK * i * 16, k_base[u] + lean_k[q] + LPK * i * kRawPer16, valid);
+#pragma unroll
+        for (int i = 0; i < V_VECS / LPK; ++i)
+          cp_async_shared16(v_dst + LPK * i * 16, v_base[u] + lean_v[q] + LPK * i * kRawPer16, valid);
+      }
+    } else if (whole_pages) {
       std::int64_t k_sub[SUBS], v_sub[SUBS];  // row 0 of each 16-key sub-chunk
 #pragma unroll
       for (int u = 0; u < SUBS; ++u) {

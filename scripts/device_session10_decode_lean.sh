@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The lean whole-page copy of the tensor-core decode loop
+# (PC_DECODE_TC_LEAN_COPY=1, decode_mma.cuh; built in session 9, not yet run),
+# on the device in one call (about 4 minutes), carrying build-ab9:
+#   decode_base        scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-ab9/decode_base
+#   decode_lean        ... -DPC_DECODE_SWEEP_ONLY -DPC_DECODE_TC_LEAN_COPY=1 -o build-ab9/decode_lean
+#   decode_probe_lean  scripts/build_decode_probe.sh -DPC_DECODE_TC_LEAN_COPY=1 -o build-ab9/decode_probe_lean
+# (gzip -9 each). Steps: the probe's checks with the lean copy (both loops
+# against the float64 CPU loop over every cache dtype, block sizes 1-256,
+# windows, graphs with a changed table) and memcheck on its small cases;
+# then `bench4t` (direct and split:1024 of the four BF16 shapes, mma and simt
+# rows) of base and lean, interleaved twice. Prediction: the loop's copy
+# shrinks from ~240 to ~95 instructions a chunk (of ~500), so the split
+# path at 1 x 32768 (one warp per scheduler) gains most.
+# $OUT: summary.txt, lean.tgz.
+set -u
+cd "$(dirname "$0")/.."
+dest=${OUT:-./devout-lean}
+work=/tmp/lean
+mkdir -p "$dest" "$work" /tmp/leanbin
+for f in build-ab9/*.gz; do gunzip -c "$f" >"/tmp/leanbin/$(basename "$f" .gz)"; done
+chmod +x /tmp/leanbin/*
+summary="$dest/summary.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$summary"
+timeout 150 /tmp/leanbin/decode_probe_lean check >"$work/check.log" 2>&1
+echo "check rc=$? :: $(tail -3 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$summary"
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/leanbin/decode_probe_lean small >"$work/memcheck.log" 2>&1
+echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
+for round in 1 2; do
+  for v in base lean; do
+    echo "== $v (round $round)" | tee -a "$summary"
+    timeout 60 "/tmp/leanbin/decode_$v" bench4t >"$work/bench_${v}_$round.log" 2>&1
+    grep -E "GB/s|FAIL|rror" "$work/bench_${v}_$round.log" | tee -a "$summary"
+  done
+done
+(cd "$work" && tar czf "$dest/lean.tgz" .)
