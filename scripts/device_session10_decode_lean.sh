@@ -5,7 +5,7 @@
 #   decode_base        scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-ab9/decode_base
 #   decode_lean        ... -DPC_DECODE_SWEEP_ONLY -DPC_DECODE_TC_LEAN_COPY=1 -o build-ab9/decode_lean
 #   decode_probe_lean  scripts/build_decode_probe.sh -DPC_DECODE_TC_LEAN_COPY=1 -o build-ab9/decode_probe_lean
-# (gzip -9 each). Steps: the probe's checks with the lean copy (both loops
+# and mufu_probe (below) (gzip -9 each). Steps: the probe's checks with the lean copy (both loops
 # against the float64 CPU loop over every cache dtype, block sizes 1-256,
 # windows, graphs with a changed table) and memcheck on its small cases;
 # then `bench4t` (direct and split:1024 of the four BF16 shapes, mma and simt
@@ -26,6 +26,11 @@ timeout 150 /tmp/leanbin/decode_probe_lean check >"$work/check.log" 2>&1
 echo "check rc=$? :: $(tail -3 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$summary"
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/leanbin/decode_probe_lean small >"$work/memcheck.log" 2>&1
 echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
+# The special-function unit's exponential throughput against FFMA on one SM
+# (kernels/src/dev/mufu_probe.cu: nvcc -O3 -arch=sm_90 ... -o build-ab9/mufu_probe):
+# whether the prefill softmax's ~1000 cycles for 66 MUFU.EX2 a warp are the
+# unit's rate (16 results per SM per cycle would make them 528).
+timeout 30 /tmp/leanbin/mufu_probe 2>&1 | tee -a "$summary"
 for round in 1 2; do
   for v in base lean; do
     echo "== $v (round $round)" | tee -a "$summary"
