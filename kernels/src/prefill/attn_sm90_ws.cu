@@ -203,7 +203,6 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
   } while (0)
 #endif
 
-
 // Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
 // load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
 constexpr int kQBar = 1;
