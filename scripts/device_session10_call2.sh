@@ -15,10 +15,9 @@ cd "$(dirname "$0")/.."
 dest=${OUT:-./devout-s10c2}
 mkdir -p "$dest"
 work=/tmp/s10c2
-mkdir -p "$work" /tmp/c6bin
-for f in build-call6/*.gz; do gunzip -c "$f" >"/tmp/c6bin/$(basename "$f" .gz)"; done
-chmod +x /tmp/c6bin/*
-export PATH="/tmp/c6bin:$PATH" NO_COLOR=1
+mkdir -p "$work"
+. scripts/device_steps.sh
+BIN=/tmp/c6bin unpack_carry build-call6  # on PATH
 summary="$dest/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$summary"
 OUT="$work/stalls" timeout 300 scripts/decode_stalls.sh 3 2 2>&1 | tee -a "$summary"

@@ -17,9 +17,9 @@ set -u
 cd "$(dirname "$0")/.."
 dest=${OUT:-./devout-lean}
 work=/tmp/lean
-mkdir -p "$dest" "$work" /tmp/leanbin
-for f in build-ab9/*.gz; do gunzip -c "$f" >"/tmp/leanbin/$(basename "$f" .gz)"; done
-chmod +x /tmp/leanbin/*
+mkdir -p "$dest" "$work"
+. scripts/device_steps.sh
+BIN=/tmp/leanbin unpack_carry build-ab9
 summary="$dest/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$summary"
 timeout 150 /tmp/leanbin/decode_probe_lean check >"$work/check.log" 2>&1

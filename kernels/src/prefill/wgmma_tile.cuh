@@ -76,6 +76,20 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int fir
   }
 }
 
+// Row h of this thread's S becomes exp2(S * exp_scale - ref) in place;
+// returns the thread's part of the row sum (two chains, half the latency).
+__device__ __forceinline__ float exp_row(float (&s)[64], int h, float exp_scale, float ref) {
+  float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+  for (int nb = 0; nb < 16; ++nb) {
+    s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
+    s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
+    sum_a += s[nb * 4 + 2 * h];
+    sum_b += s[nb * 4 + 2 * h + 1];
+  }
+  return sum_a + sum_b;
+}
+
 // Online softmax of this thread's two rows: S (scaled by exp_scale, base 2)
 // becomes unnormalised P in place, m and l are updated, alphas receive O's
 // rescale factors.
@@ -87,15 +101,7 @@ __device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], floa
     const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
     const float alpha = fast_exp2(m[h] - ref);
     m[h] = m_new;
-    float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
-      s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
-      s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
-      sum_a += s[nb * 4 + 2 * h];
-      sum_b += s[nb * 4 + 2 * h + 1];
-    }
-    l[h] = l[h] * alpha + (sum_a + sum_b);
+    l[h] = l[h] * alpha + exp_row(s, h, exp_scale, ref);
     alphas[h] = alpha;
   }
 }
@@ -119,15 +125,7 @@ __device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2],
     const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
     const float alpha = move ? fast_exp2(m[h] - ref) : 1.f;
     m[h] = m_new;
-    float sum_a = 0.f, sum_b = 0.f;
-#pragma unroll
-    for (int nb = 0; nb < 16; ++nb) {
-      s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
-      s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
-      sum_a += s[nb * 4 + 2 * h];
-      sum_b += s[nb * 4 + 2 * h + 1];
-    }
-    l[h] = l[h] * alpha + (sum_a + sum_b);
+    l[h] = l[h] * alpha + exp_row(s, h, exp_scale, ref);
     alphas[h] = alpha;
   }
 }
