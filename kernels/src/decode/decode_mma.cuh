@@ -69,12 +69,13 @@ namespace pagecheck::gpu::decode {
 #define PC_DECODE_TC_WHOLE_PAGES 1  // 1: offsets per 16-key sub-chunk where blocks hold whole sub-chunks
 #endif
 #ifndef PC_DECODE_TC_LEAN_COPY
-// 1 (an experiment, session 9): whole-page chunks copied from per-lane
+// 1 (the default since session 10): whole-page chunks copied from per-lane
 // offsets computed once before the loop and one base pointer per 16-key
-// sub-chunk, instead of each key's 64-bit offsets per chunk (Nsight Compute,
-// 1 x 32768 split: one warp per scheduler issuing every 5.8 cycles; the
-// copy was about 240 of the loop's ~500 instructions per chunk).
-#define PC_DECODE_TC_LEAN_COPY 0
+// sub-chunk, instead of each key's 64-bit offsets per chunk (the copy: 95
+// instructions a chunk instead of ~240). H100, decode probe, two rounds:
+// direct 64 x 4096 / 256 x 1024 +0.5-0.7%, split:1024 +0.2-0.7%, the
+// latency-bound direct 1 x 32768 +24% (docs/performance.md, session 10).
+#define PC_DECODE_TC_LEAN_COPY 1
 #endif
 #ifndef PC_DECODE_TC_SPLIT_S
 #define PC_DECODE_TC_SPLIT_S 1  // 1: S = Q K^T in two accumulator chains (even / odd k-steps)
