@@ -7,7 +7,7 @@
 #      heat map says which query rows FlashInfer gets wrong) and one-feature
 #      variants of cover-072's geometry through ext:flashinfer_prefill;
 #   2. the whole isolation check (scripts/device_isolation_check.sh run,
-#      issue 19), stopped at 540 s of the call.
+#      issue 19), stopped at 535 s of the call.
 # $OUT: fi.tgz, iso.tgz, summary.txt.
 set -u
 cd "$(dirname "$0")/.."
@@ -52,7 +52,7 @@ variant len1000 --seqs 1 --seq-lens 1000 "${common[@]}" --head-dim 128 --non-cau
 (cd /tmp/s10c4 && tar czf "$dest/fi.tgz" fi)
 echo "fi part done at ${SECONDS}s" | tee -a "$summary"
 mkdir -p build-isolation/carry && cp build-s10c4/pagecheck.gz build-s10c4/*.so build-isolation/carry/
-OUT=/tmp/s10c4/iso timeout $((560 - SECONDS)) scripts/device_isolation_check.sh run >/tmp/s10c4/iso_console.log 2>&1
+OUT=/tmp/s10c4/iso timeout $((535 - SECONDS)) scripts/device_isolation_check.sh run >/tmp/s10c4/iso_console.log 2>&1
 echo "isolation rc=$? at ${SECONDS}s" | tee -a "$summary"
 cp /tmp/s10c4/iso_console.log /tmp/s10c4/iso/ 2>/dev/null
 cat /tmp/s10c4/iso/steps.txt 2>/dev/null | tee -a "$summary"
