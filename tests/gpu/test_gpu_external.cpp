@@ -302,10 +302,18 @@ std::string joined(const std::vector<std::string>& lines) {
 
 TEST_CASE("external: a kernel that keeps the lengths of its first call fails the graph check at capacity") {
   // What `pagecheck run --seqs 8 --seq-len 300` makes: every sequence at the
-  // capacity, so both rounds of the graph check shorten every sequence.
-  for (const bool at_capacity : {true, false}) {
-    auto s = decode_spec(at_capacity ? "ext-stale-capacity" : "ext-stale-mixed", 1900);
-    s.seq_len_list = at_capacity ? std::vector<std::int64_t>(8, 300) : std::vector<std::int64_t>{33, 100, 257, 64};
+  // capacity, so both rounds of the graph check shorten every sequence. The
+  // windowed form (session 10's isolation check, the suite's cover-052): a
+  // window of 5 keys over sequences shortened by more than the 16 keys past
+  // the new length that the check changes; the stale kernel reads only the
+  // last keys before the old length.
+  for (const int form : {0, 1, 2}) {
+    const bool at_capacity = form != 1;
+    auto s = decode_spec(form == 0 ? "ext-stale-capacity" : form == 1 ? "ext-stale-mixed" : "ext-stale-window", 1900);
+    s.seq_len_list = form == 0   ? std::vector<std::int64_t>(8, 300)
+                     : form == 1 ? std::vector<std::int64_t>{33, 100, 257, 64}
+                                 : std::vector<std::int64_t>(4, 513);
+    if (form == 2) s.sliding_window = 5;
     s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
     auto c = generate_case(s);
     REQUIRE(c.ok());

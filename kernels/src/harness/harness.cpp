@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -214,7 +215,13 @@ std::vector<std::int32_t> changed_lengths(const DeviceCase& d, int round) {
 // again and asks for the same bits. A kernel that masks what lies past the
 // length (select, -inf, a zero weight) gives the same bits whatever the
 // masked keys hold; finite numbers, not NaN, so that a mask by arithmetic
-// (0 * v, s + -inf) stays clean.
+// (0 * v, s + -inf) stays clean. Two ranges a sequence: the first keys past
+// the new length (a kernel that reads a little too far) and the last keys
+// before the old one (a kernel that kept the old length reads them, its
+// query's own key and, with a sliding window, only the keys next to it:
+// the device's isolation check of session 10 met a decode case with a
+// window of 5 shortened by more than kChangedKeysPerSeq, where the first
+// range alone did not reach the stale kernel's window).
 constexpr std::int64_t kChangedKeysPerSeq = 16;
 constexpr std::size_t kChangedSeqs = 16;
 // 0x3C in every byte: 1.06 in F16, 0.0115 in BF16 and F32, 1.5 in E4M3, 1.0
@@ -227,8 +234,9 @@ struct SlotRange {
 };
 
 // The slots that sequences lost in this round (from `old_lens` down to the
-// current lengths: the first kChangedKeysPerSeq of each, for at most
-// kChangedSeqs sequences) and that no sequence sees at its current length.
+// current lengths: the first and the last kChangedKeysPerSeq of each, for
+// at most kChangedSeqs sequences) and that no sequence sees at its current
+// length.
 std::vector<SlotRange> dropped_slots(const DeviceCase& d, const std::vector<std::int32_t>& old_lens) {
   const std::int64_t bs = d.view.kv.block_size;
   const auto entry = [&](std::size_t s, std::int64_t token) {
@@ -248,14 +256,18 @@ std::vector<SlotRange> dropped_slots(const DeviceCase& d, const std::vector<std:
     const std::int64_t now = d.host_seq_lens[s];
     if (now >= old_lens[s]) continue;
     ++seqs;
-    const std::int64_t end = std::min<std::int64_t>(old_lens[s], now + kChangedKeysPerSeq);
-    for (std::int64_t token = now; token < end; token = (token / bs + 1) * bs) {
-      const std::int64_t page = entry(s, token);
-      const auto found = seen.find(page);
-      const std::int64_t first = std::max(token % bs, found == seen.end() ? 0 : found->second);
-      const std::int64_t last = std::min(bs, end - token / bs * bs);
-      if (first < last) out.push_back({page, first, last});
-    }
+    const std::int64_t old = old_lens[s];
+    const std::int64_t head_end = std::min<std::int64_t>(old, now + kChangedKeysPerSeq);
+    const std::int64_t tail_begin = std::max<std::int64_t>(head_end, old - kChangedKeysPerSeq);
+    const std::pair<std::int64_t, std::int64_t> spans[2] = {{now, head_end}, {tail_begin, old}};
+    for (const auto& [begin, end] : spans)
+      for (std::int64_t token = begin; token < end; token = (token / bs + 1) * bs) {
+        const std::int64_t page = entry(s, token);
+        const auto found = seen.find(page);
+        const std::int64_t first = std::max(token % bs, found == seen.end() ? 0 : found->second);
+        const std::int64_t last = std::min(bs, end - token / bs * bs);
+        if (first < last) out.push_back({page, first, last});
+      }
   }
   return out;
 }
