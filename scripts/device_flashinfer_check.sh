@@ -29,7 +29,8 @@
 #                             FlashInfer's entries beside the built-in paths
 #       and writes logs, JSON reports and bundles to $OUT (default ./fiout),
 #       a per-path tally of statuses (tally.txt) and the exit code of each step
-#       (steps.txt).
+#       (steps.txt); at the end everything but those two and bench.log is
+#       packed into $OUT/fi_all.tgz (the device tool returns 8 files).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -150,6 +151,10 @@ EOF
   cat "$OUT/tally.txt"
   echo "== steps"
   cat "$OUT/steps.txt"
+  # The device tool brings back at most 8 files of $OUT: everything else in
+  # one archive (session 10's run came back without its suite report).
+  (cd "$OUT" && tar czf fi_all.tgz --exclude=fi_all.tgz . && find . -mindepth 1 -maxdepth 1 ! -name fi_all.tgz \
+    ! -name steps.txt ! -name tally.txt ! -name bench.log -exec rm -rf {} +)
 }
 
 case $mode in
