@@ -19,7 +19,8 @@
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
 #       builds pagecheck and the GPU tests, packs them stripped and gzipped
-#       into build-pending/carry (~45 MB: carry that folder alone), with the
+#       into build-pending/carry (~55 MB with ext.tgz, test_gpu_external and
+#       the example libraries it loads: carry that folder alone), with the
 #       prefill dev driver of this tree (scripts/build_prefill_dev.sh).
 #   scripts/device_pending_check.sh run             (there: ~4 min)
 #       at once: test_gpu_prefill with the default, wgmma and mma kernels;
@@ -46,13 +47,18 @@ do_build() {
   command -v nvcc >/dev/null || export PATH="/usr/local/cuda/bin:$PATH"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGECHECK_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" \
     -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache || exit 4
-  nice -n 10 ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_prefill test_gpu_decode test_gpu_core || exit 4
+  nice -n 10 ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_prefill test_gpu_decode test_gpu_core test_gpu_external ||
+    exit 4
   scripts/build_prefill_dev.sh pending >/dev/null || exit 4
   mkdir -p "$build/carry"
   for f in app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core; do
     cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")" && gzip -f -9 "$build/carry/$(basename "$f")"
   done
   gzip -9 -c build-sm90dev/prefill_dev_pending >"$build/carry/prefill_dev.gz"
+  (cd "$build" && strip -o /tmp/test_gpu_external.stripped tests/gpu/test_gpu_external &&
+    mkdir -p /tmp/pending_ext/tests/gpu && mv /tmp/test_gpu_external.stripped /tmp/pending_ext/tests/gpu/test_gpu_external &&
+    mkdir -p /tmp/pending_ext/examples/external && cp examples/external/*.so /tmp/pending_ext/examples/external/ &&
+    tar czf carry/ext.tgz -C /tmp/pending_ext tests examples) || exit 4
   ls -la "$build/carry"
 }
 
@@ -63,6 +69,11 @@ do_run() {
   mkdir -p "$BIN"
   for f in "$build"/carry/*.gz; do gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
   chmod +x "$BIN"/*
+  # ext.tgz (optional): test_gpu_external and the example libraries it loads
+  # (tests/gpu/ and examples/external/ of a build tree, as packed by
+  # `tar czf ext.tgz tests/gpu/test_gpu_external examples/external/*.so`).
+  local ext=/tmp/pendingext
+  if [ -f "$build/carry/ext.tgz" ]; then mkdir -p "$ext" && tar xzf "$build/carry/ext.tgz" -C "$ext"; fi
   export PATH="$BIN:$PATH" NO_COLOR=1
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
   s() {  # s NAME CMD...: one line per step in summary.txt
@@ -76,6 +87,7 @@ do_run() {
   PAGECHECK_ATTN_KERNEL=mma s tgp_mma test_gpu_prefill &
   s test_gpu_decode test_gpu_decode &
   s test_gpu_core test_gpu_core &
+  [ -x "$ext/tests/gpu/test_gpu_external" ] && s test_gpu_external "$ext/tests/gpu/test_gpu_external" &
   s dev_check_default prefill_dev check &
   PAGECHECK_WS_TMA_MIN=1024 s dev_check_rows prefill_dev check &
   PAGECHECK_WS_FP8=1 s dev_check_ws_fp8 prefill_dev check &

@@ -281,6 +281,112 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
 #endif
 }
 
+// PC_DECODE_WARP_MERGE (an experiment, session 10; off by default): one warp
+// per (sequence, query head), lane l holding output dims [l * DV / 32,
+// (l + 1) * DV / 32), four warps a CTA. After griddepcontrol.wait no
+// barrier and no shared memory: the partitions' maxima and sums (one a
+// lane) and the output rows are loaded at once, the global max and the
+// total weight are two 5-step shuffle reductions, and each partition's
+// weight reaches the lanes by one shuffle. The block merge above waits on
+// two __syncthreads and a serial loop over 16 warps' statistics; the
+// session-7 stamps put its work after the wait at 2.4 us of the 65 at
+// 1 x 32768. Prediction: ~1 us of that.
+#ifndef PC_DECODE_WARP_MERGE
+#define PC_DECODE_WARP_MERGE 0
+#endif
+constexpr int kWarpMergeWarps = 4;
+
+template <int DV>
+__global__ void __launch_bounds__(kWarpMergeWarps * 32) decode_merge_warp_kernel(const __grid_constant__ DecodeParams p) {
+  static_assert(DV % 32 == 0, "a lane takes DV / 32 output dims");
+  constexpr int kDims = DV / 32;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t item = static_cast<std::int64_t>(blockIdx.x) * kWarpMergeWarps + threadIdx.x / 32;
+  if (item >= static_cast<std::int64_t>(p.kv.num_seqs) * p.q_heads) return;
+  const std::int64_t seq = item / p.q_heads;
+  const int q_head = static_cast<int>(item % p.q_heads);
+  const std::int32_t seq_len = p.kv.seq_lens[seq];
+  if (!seq_selected(p, seq_len)) return;
+  const std::int64_t row = p.query_start_loc[seq];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // launched early (PDL): wait for the partitions
+#endif
+  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /
+                                      p.partition_tokens);
+  const std::int64_t first_slot = (seq * p.q_heads + q_head) * p.max_partitions;
+  const float* pmax = p.partial_max + first_slot;
+  const float* psum = p.partial_sum + first_slot;
+  const float* out = p.partial_out + first_slot * DV + lane * kDims;
+
+  // Loaded at once, before any reduction: the first 32 partitions' maximum
+  // and sum (one a lane) and the first kAhead partitions' output rows.
+  constexpr int kAhead = 128 / kDims < 32 ? 128 / kDims : 32;  // 128 registers of rows at most
+  auto row_add = [&](float (&acc)[kDims], float w, const float* src) {
+    if constexpr (kDims % 4 == 0) {  // 16-byte loads: a partition's row starts 128-byte aligned
+#pragma unroll
+      for (int i = 0; i < kDims; i += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(src + i);
+        acc[i] += w * v.x;
+        acc[i + 1] += w * v.y;
+        acc[i + 2] += w * v.z;
+        acc[i + 3] += w * v.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) acc[i] += w * src[i];
+    }
+  };
+  const float pm0 = lane < active ? pmax[lane] : -INFINITY;
+  const float ps0 = lane < active ? psum[lane] : 0.0f;
+  float ahead[kAhead][kDims];
+#pragma unroll
+  for (int j = 0; j < kAhead; ++j) {
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) ahead[j][i] = 0.0f;
+    if (j < active) row_add(ahead[j], 1.0f, out + static_cast<std::int64_t>(j) * DV);
+  }
+
+  // The global max (over the partitions and the sink).
+  float mx = pm0;
+  for (int part = 32 + lane; part < active; part += 32) mx = fmaxf(mx, pmax[part]);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, offset));
+  const float sink2 = sink_logit2(p, q_head);
+  if (p.sinks != nullptr) mx = fmaxf(mx, sink2);
+  const float m_use = mx == -INFINITY ? 0.0f : mx;  // every weight is 0 then
+
+  float acc[kDims];
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
+  float w = lane < active ? ps0 * fast_exp2(pm0 - m_use) : 0.0f;
+  float total = w;
+#pragma unroll
+  for (int j = 0; j < kAhead; ++j) {
+    const float wj = __shfl_sync(kFullMask, w, j);  // 0 past the active partitions
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc[i] += wj * ahead[j][i];
+  }
+  for (int base = 0; base < active; base += 32) {
+    if (base > 0) {
+      const int part = base + lane;
+      w = part < active ? psum[part] * fast_exp2(pmax[part] - m_use) : 0.0f;
+      total += w;
+    }
+    const int count = min(32, active - base);
+#pragma unroll 4
+    for (int j = base == 0 ? kAhead : 0; j < count; ++j)
+      row_add(acc, __shfl_sync(kFullMask, w, j), out + static_cast<std::int64_t>(base + j) * DV);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(kFullMask, total, offset);
+  if (p.sinks != nullptr) total += fast_exp2(sink2 - m_use);  // once, not per partition
+#pragma unroll
+  for (int i = 0; i < kDims; ++i)
+    store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + lane * kDims + i,
+                     state_normalize(acc[i], total));
+  if (lane == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, total);
+}
+
 Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& workspace, std::int64_t partition_tokens,
                          SeqFilter filter, std::int64_t threshold_tokens, cudaStream_t stream) {
   if (partition_tokens < 1 || partition_tokens > (1 << 30))
@@ -335,6 +441,12 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
     config.blockDim = dim3(merge_groups(workspace.max_partitions) * T::kVHeadDim);
+    auto merge_kernel = decode_merge_kernel<T::kVHeadDim>;
+    if constexpr (PC_DECODE_WARP_MERGE) {
+      config.gridDim = dim3(static_cast<unsigned>((merge_ctas + kWarpMergeWarps - 1) / kWarpMergeWarps));
+      config.blockDim = dim3(kWarpMergeWarps * 32);
+      merge_kernel = decode_merge_warp_kernel<T::kVHeadDim>;
+    }
     config.dynamicSmemBytes = 0;
     config.stream = stream;
     cudaLaunchAttribute attribute[1];
@@ -345,9 +457,9 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     // from PTX below compute_90 (an sm_80-only build JIT-compiled on a
     // Hopper) lacks it and could read the partials before they are written.
     cudaFuncAttributes merge_attributes{};
-    CUDA_TRY(cudaFuncGetAttributes(&merge_attributes, decode_merge_kernel<T::kVHeadDim>));
+    CUDA_TRY(cudaFuncGetAttributes(&merge_attributes, merge_kernel));
     config.numAttrs = major >= 9 && merge_attributes.ptxVersion >= 90 ? 1 : 0;
-    CUDA_TRY(cudaLaunchKernelEx(&config, decode_merge_kernel<T::kVHeadDim>, p));
+    CUDA_TRY(cudaLaunchKernelEx(&config, merge_kernel, p));
     return {};
   });
 }
