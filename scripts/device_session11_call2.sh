@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Prepared in session 10 for session 11 (about 8 minutes), carrying build-s11
-# (decode probes, gzipped: decode_base and decode_wm are the BF16 d128 sweep
-# builds without and with PC_DECODE_WARP_MERGE=1, decode_probe_wm the whole
-# probe with it) and build-soak/carry:
-#   1. the warp-per-head merge (decode_split.cu, PC_DECODE_WARP_MERGE): the
-#      probe's checks with it and memcheck on its small cases; `bench4t` of
-#      base and wm, interleaved twice. Prediction: the merge's work after the
-#      partitions (~2.4 us at 1 x 32768) falls to ~1 us: split 1 x 32768
-#      -1.5 us (+2%), 8 x 8192 +1%, the other rows unchanged;
-#   2. issue 21's soak on the built-in paths (scripts/device_soak_check.sh run
-#      with STEPS=builtin, SOAK_MINUTES=4).
+# Prepared in session 10 for session 11 (about 9 minutes), carrying build-s11
+# (decode probes, gzipped: decode_s10 = session 10's default (the lean copy),
+# decode_base = this tree's default (auto's attention loop in one copy),
+# decode_wm = decode_base with PC_DECODE_WARP_MERGE=1, all BF16 d128 sweep
+# builds; decode_probe_wm = the whole probe of this tree with the warp merge)
+# and build-soak/carry:
+#   1. the probe's checks (direct, split, auto against the float64 CPU loop)
+#      with the warp merge and the one-copy auto, and memcheck on its small
+#      cases;
+#   2. `bench4` (direct, split 256/512/1024, auto:512:2048) of s10, base and
+#      wm, interleaved twice. Predictions: base's auto within noise of its
+#      split at every shape (s10's auto ran 1-3% behind split at 1 x 32768);
+#      wm's split and auto -1 to -1.5 us at 1 x 32768 (+2%), +1% at 8 x 8192;
+#   3. issue 21's soak check, STEPS="faulty invariance bench" (the built-in
+#      soak of 5 minutes is a call of its own: STEPS=builtin).
 # $OUT: summary.txt, merge.tgz, soakcheck.tgz, steps.txt.
 set -u
 cd "$(dirname "$0")/.."
@@ -25,15 +29,15 @@ echo "check rc=$? :: $(tail -2 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" |
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 decode_probe_wm small >"$work/memcheck.log" 2>&1
 echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
 for round in 1 2; do
-  for v in base wm; do
+  for v in s10 base wm; do
     echo "== $v (round $round)" | tee -a "$summary"
-    timeout 60 "decode_$v" bench4t >"$work/bench_${v}_$round.log" 2>&1
+    timeout 60 "decode_$v" bench4 >"$work/bench_${v}_$round.log" 2>&1
     grep -E "^[0-9]" "$work/bench_${v}_$round.log" | grep "/mma" | tee -a "$summary"
   done
 done
 (cd "$work" && tar czf "$dest/merge.tgz" .)
 # The soak check's files stay on the device but for its archive and steps
 # (the device tool returns 8 files).
-OUT=/tmp/s11soak STEPS=builtin SOAK_MINUTES=4 timeout $((580 - SECONDS)) scripts/device_soak_check.sh run 2>&1 | tail -15 |
-  tee -a "$summary"
+OUT=/tmp/s11soak STEPS="faulty invariance bench" timeout $((585 - SECONDS)) scripts/device_soak_check.sh run 2>&1 |
+  tail -15 | tee -a "$summary"
 cp /tmp/s11soak/soakcheck.tgz /tmp/s11soak/steps.txt "$dest/" 2>/dev/null

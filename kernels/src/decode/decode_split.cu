@@ -118,24 +118,30 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   const std::int32_t seq_len = p.kv.seq_lens[seq];
-  if constexpr (kAuto) {
-    if (seq_len <= p.threshold_tokens) {
-      if (partition != 0) return;
-      const float* merged =
-          attend<T>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
-      store_final<T>(p, merged, seq, kv_head, tile);
-      return;
-    }
+  // kAuto: a sequence of seq_len <= threshold is attended whole by its
+  // partition-0 CTA. One call of attend() for both kinds of CTA: with a call
+  // on each branch the kernel held two copies of the attention loop (auto
+  // ran 1-3% behind split at 1 x 32768 with the same plan, session 10).
+  bool whole = false;
+  if constexpr (kAuto) whole = seq_len <= p.threshold_tokens;
+  if (whole && partition != 0) return;
+  std::int32_t begin, end;
+  if (whole) {
+    begin = window_begin(seq_len, p.window);
+    end = seq_len;
+  } else {
+    const std::int64_t part_begin = partition * p.partition_tokens;
+    const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
+    begin = static_cast<std::int32_t>(std::max<std::int64_t>(std::min<std::int64_t>(part_begin, seq_len),
+                                                             window_begin(seq_len, p.window)));
+    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));
   }
 
-  const std::int64_t part_begin = partition * p.partition_tokens;
-  const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
-  const std::int32_t begin =
-      static_cast<std::int32_t>(std::max<std::int64_t>(std::min<std::int64_t>(part_begin, seq_len),
-                                                       window_begin(seq_len, p.window)));
-  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));
-
   const float* merged = attend<T>(p, seq, kv_head, tile, begin, end, smem);
+  if (whole) {
+    store_final<T>(p, merged, seq, kv_head, tile);
+    return;
+  }
 
   const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
   for (int e = threadIdx.x; e < heads_here * T::kVHeadDim; e += T::kThreads) {
