@@ -130,6 +130,16 @@ import collections, glob, json, os, sys
 out = sys.argv[1]
 tally = collections.defaultdict(collections.Counter)
 failures = []
+known = []
+
+
+def known_behaviour(case, path):
+    """FlashInfer's own disagreements (examples/external/flashinfer/known/):
+    its FA2 prefill drops keys under a sliding window without the causal mask."""
+    geometry = case.get("geometry", "")
+    if path == "ext:flashinfer_prefill" and "non-causal" in geometry and ", window " in geometry:
+        return "known FlashInfer behaviour: non-causal window drops keys (known/noncausal_window_keys_dropped)"
+    return None
 for f in sorted(glob.glob(os.path.join(out, "*.json"))):
     try:
         report = json.load(open(f))
@@ -140,12 +150,16 @@ for f in sorted(glob.glob(os.path.join(out, "*.json"))):
         for p in case.get("paths", []):
             tally[p.get("path")][p.get("status")] += 1
             if p.get("path", "").startswith("ext:") and p.get("status") in ("fail", "error"):
-                failures.append(f"{os.path.basename(f)} {case.get('name')} {p['path']} {p['status']}: {p.get('reason')}")
+                line = f"{os.path.basename(f)} {case.get('name')} {p['path']} {p['status']}: {p.get('reason')}"
+                why = known_behaviour(case, p["path"]) if p.get("status") == "fail" else None
+                (known if why else failures).append(line if not why else f"{line[:200]} [{why}]")
 for path in sorted(tally):
     print(f"{path}: " + ", ".join(f"{k} {v}" for k, v in sorted(tally[path].items())))
-print(f"FlashInfer failures: {len(failures)}")
+print(f"FlashInfer failures: {len(failures)} (and {len(known)} of FlashInfer's known behaviours)")
 for line in failures:
     print("  " + line[:400])
+for line in known:
+    print("  known: " + line[:400])
 EOF
   echo "== tally"
   cat "$OUT/tally.txt"
