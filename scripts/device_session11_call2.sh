@@ -12,6 +12,9 @@
 #      wm, interleaved twice. Predictions: base's auto within noise of its
 #      split at every shape (s10's auto ran 1-3% behind split at 1 x 32768);
 #      wm's split and auto -1 to -1.5 us at 1 x 32768 (+2%), +1% at 8 x 8192;
+#   2b. mufu_probe (kernels/src/dev/mufu_probe.cu, `nvcc -O3 -arch=sm_90`):
+#      exp2 on the FMA pipe (`poly`) and half on each unit (`mix`) against
+#      MUFU.EX2's 16 results per SM per cycle (the lever for d64);
 #   3. issue 21's soak check, STEPS="faulty invariance bench" (the built-in
 #      soak of 5 minutes is a call of its own: STEPS=builtin).
 # $OUT: summary.txt, merge.tgz, soakcheck.tgz, steps.txt.
@@ -35,6 +38,7 @@ for round in 1 2; do
     grep -E "^[0-9]" "$work/bench_${v}_$round.log" | grep "/mma" | tee -a "$summary"
   done
 done
+timeout 60 mufu_probe 2>&1 | tee -a "$summary"
 (cd "$work" && tar czf "$dest/merge.tgz" .)
 # The soak check's files stay on the device but for its archive and steps
 # (the device tool returns 8 files).
