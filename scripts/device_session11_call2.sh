@@ -39,6 +39,10 @@ for round in 1 2; do
   done
 done
 timeout 60 mufu_probe 2>&1 | tee -a "$summary"
+# The bench protocol's roofline on this card (decode_roof, session 10's
+# `decode_probe roof`): the bound of issue 18's ratios where the card is an
+# H200 (measured on the H100 in session 10).
+timeout 60 decode_roof roof 2>&1 | tee -a "$summary"
 (cd "$work" && tar czf "$dest/merge.tgz" .)
 # The soak check's files stay on the device but for its archive and steps
 # (the device tool returns 8 files).
