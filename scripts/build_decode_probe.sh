@@ -7,5 +7,6 @@ NVCC=${NVCC:-/usr/local/cuda/bin/nvcc}
 mkdir -p devbin
 $NVCC -std=c++20 -O3 -gencode arch=compute_90,code=sm_90 --expt-relaxed-constexpr -lineinfo \
   -Ilib/include -Ikernels/include -Ikernels/src -I/usr/include/eigen3 \
-  kernels/src/dev/decode_probe.cu kernels/src/decode/decode_direct.cu kernels/src/decode/decode_split.cu lib/src/dtype.cpp \
+  kernels/src/dev/decode_probe.cu kernels/src/decode/decode_direct.cu kernels/src/decode/decode_split.cu \
+  kernels/src/harness/probe_read.cu lib/src/dtype.cpp \
   -o devbin/decode_probe "$@"

@@ -19,8 +19,8 @@
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
 #       builds pagecheck and the GPU tests, packs them stripped and gzipped
-#       into build-pending/carry (~55 MB with ext.tgz, test_gpu_external and
-#       the example libraries it loads: carry that folder alone), with the
+#       into build-pending/carry (~50 MB with external.tgz, test_gpu_external
+#       and the example libraries it loads: carry that folder alone), with the
 #       prefill dev driver of this tree (scripts/build_prefill_dev.sh).
 #   scripts/device_pending_check.sh run             (there: ~4 min)
 #       at once: test_gpu_prefill with the default, wgmma and mma kernels;
@@ -55,26 +55,22 @@ do_build() {
     cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")" && gzip -f -9 "$build/carry/$(basename "$f")"
   done
   gzip -9 -c build-sm90dev/prefill_dev_pending >"$build/carry/prefill_dev.gz"
-  (cd "$build" && strip -o /tmp/test_gpu_external.stripped tests/gpu/test_gpu_external &&
-    mkdir -p /tmp/pending_ext/tests/gpu && mv /tmp/test_gpu_external.stripped /tmp/pending_ext/tests/gpu/test_gpu_external &&
-    mkdir -p /tmp/pending_ext/examples/external && cp examples/external/*.so /tmp/pending_ext/examples/external/ &&
-    tar czf carry/ext.tgz -C /tmp/pending_ext tests examples) || exit 4
+  # test_gpu_external finds the example libraries relative to itself.
+  tar czf "$build/carry/external.tgz" -C "$build" tests/gpu/test_gpu_external \
+    $(cd "$build" && ls examples/external/*.so) || exit 4
   ls -la "$build/carry"
 }
+
+. scripts/device_steps.sh  # unpack_carry (run from the repository root)
 
 do_run() {
   mkdir -p "$OUT"
   : >"$OUT/summary.txt"
+  # The binaries onto PATH; external.tgz (test_gpu_external and the example
+  # libraries it loads) into $EXT.
   BIN=${BIN:-/tmp/pendingbin}
-  mkdir -p "$BIN"
-  for f in "$build"/carry/*.gz; do gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
-  chmod +x "$BIN"/*
-  # ext.tgz (optional): test_gpu_external and the example libraries it loads
-  # (tests/gpu/ and examples/external/ of a build tree, as packed by
-  # `tar czf ext.tgz tests/gpu/test_gpu_external examples/external/*.so`).
-  local ext=/tmp/pendingext
-  if [ -f "$build/carry/ext.tgz" ]; then mkdir -p "$ext" && tar xzf "$build/carry/ext.tgz" -C "$ext"; fi
-  export PATH="$BIN:$PATH" NO_COLOR=1
+  EXT=/tmp/pendingext
+  unpack_carry "$build/carry"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
   s() {  # s NAME CMD...: one line per step in summary.txt
     local name=$1
@@ -87,7 +83,7 @@ do_run() {
   PAGECHECK_ATTN_KERNEL=mma s tgp_mma test_gpu_prefill &
   s test_gpu_decode test_gpu_decode &
   s test_gpu_core test_gpu_core &
-  [ -x "$ext/tests/gpu/test_gpu_external" ] && s test_gpu_external "$ext/tests/gpu/test_gpu_external" &
+  [ -x "$EXT/tests/gpu/test_gpu_external" ] && s test_gpu_external "$EXT/tests/gpu/test_gpu_external" &
   s dev_check_default prefill_dev check &
   PAGECHECK_WS_TMA_MIN=1024 s dev_check_rows prefill_dev check &
   PAGECHECK_WS_FP8=1 s dev_check_ws_fp8 prefill_dev check &

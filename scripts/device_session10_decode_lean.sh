@@ -22,10 +22,7 @@ mkdir -p "$dest" "$work"
 BIN=/tmp/leanbin unpack_carry build-ab9
 summary="$dest/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$summary"
-timeout 150 /tmp/leanbin/decode_probe_lean check >"$work/check.log" 2>&1
-echo "check rc=$? :: $(tail -3 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$summary"
-timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 /tmp/leanbin/decode_probe_lean small >"$work/memcheck.log" 2>&1
-echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
+probe_checks /tmp/leanbin/decode_probe_lean "$work" "$summary"
 # The special-function unit's exponential throughput against FFMA on one SM
 # (kernels/src/dev/mufu_probe.cu: nvcc -O3 -arch=sm_90 ... -o build-ab9/mufu_probe):
 # whether the prefill softmax's ~1000 cycles for 66 MUFU.EX2 a warp are the

@@ -27,10 +27,7 @@ mkdir -p "$dest" "$work"
 BIN=/tmp/s11bin unpack_carry build-s11
 summary="$dest/summary.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$summary"
-timeout 150 decode_probe_wm check >"$work/check.log" 2>&1
-echo "check rc=$? :: $(tail -2 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$summary"
-timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 decode_probe_wm small >"$work/memcheck.log" 2>&1
-echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
+probe_checks decode_probe_wm "$work" "$summary"
 for round in 1 2; do
   for v in s10 base wm; do
     echo "== $v (round $round)" | tee -a "$summary"

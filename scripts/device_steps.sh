@@ -25,3 +25,14 @@ unpack_carry() {
   [ -f "$dir/external.tgz" ] && tar xzf "$dir/external.tgz" -C "$EXT"
   export PATH="$BIN:$PATH" NO_COLOR=1
 }
+
+# probe_checks EXE WORK SUMMARY: a decode probe's `check` (the kernels
+# against the float64 CPU loop) and compute-sanitizer memcheck over its
+# `small` cases, logs in WORK, one line each appended to SUMMARY.
+probe_checks() {
+  local exe=$1 work=$2 summary=$3
+  timeout 150 "$exe" check >"$work/check.log" 2>&1
+  echo "check rc=$? :: $(tail -2 "$work/check.log" | tr '\n' ' ' | cut -c1-300)" | tee -a "$summary"
+  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 "$exe" small >"$work/memcheck.log" 2>&1
+  echo "memcheck rc=$? :: $(grep 'ERROR SUMMARY' "$work/memcheck.log" | tail -1)" | tee -a "$summary"
+}

@@ -106,14 +106,14 @@ mutant("06-split-empty-partition-nan",
 mutant("07-split-skip-empty-stores",
        "skipped stores: a split partition with no keys returns without writing its empty state to the workspace",
        ("kernels/src/decode/decode_split.cu",
-        "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n",
-        "  const std::int32_t end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
-        "  if (end == begin) return;  // nothing to attend\n"))
+        "    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n",
+        "    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
+        "    if (end == begin) return;  // nothing to attend\n"))
 mutant("08-auto-threshold-gap",
        "boundary off by one: auto's partition kernel attends seq_len < threshold whole while its merge takes seq_len > threshold; a sequence of exactly the threshold is split and never merged",
        ("kernels/src/decode/decode_split.cu",
-        "    if (seq_len <= p.threshold_tokens) {\n      if (partition != 0) return;\n",
-        "    if (seq_len < p.threshold_tokens) {\n      if (partition != 0) return;\n"))
+        "  if constexpr (kAuto) whole = seq_len <= p.threshold_tokens;\n",
+        "  if constexpr (kAuto) whole = seq_len < p.threshold_tokens;\n"))
 mutant("09-decode-missing-barrier",
        "missing barrier: the cross-warp merge writes into the pipeline buffer while other warps may still read it",
        ("kernels/src/decode/decode_common.cuh",

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/launchers.cuh"
+#include "harness/probe_read.cuh"
 #include "pagecheck/dtype.hpp"
 
 using namespace pagecheck;
@@ -706,28 +707,11 @@ static void run_bench(bool only_first, bool target_rows = false) {
 // ---- the bench protocol's roofline (session 10) -------------------------------
 // What the bench's timing protocol (a 2 x L2 memset before each repeat, CUDA
 // events around one launch, median of 30) gives a kernel that does nothing,
-// and a read-only stream of each decode bench shape's K/V bytes at full
-// occupancy (16-byte streaming loads, four in flight a thread): the best
-// time any decode kernel can show in `bench` for that many bytes.
+// and probe_device's read-only stream (harness/probe_read.cu: 16-byte
+// streaming loads, four in flight a thread, 8 CTAs of 256 threads per SM)
+// over each decode bench shape's K/V bytes: the best time any decode kernel
+// can show in `bench` for that many bytes.
 __global__ void roof_empty_kernel() {}
-__global__ void __launch_bounds__(256) roof_read_kernel(const uint4* __restrict__ data, std::size_t count,
-                                                        unsigned* __restrict__ sink) {
-  unsigned fold = 0;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * 256;
-  std::size_t i = static_cast<std::size_t>(blockIdx.x) * 256 + threadIdx.x;
-  for (; i + 3 * stride < count; i += 4 * stride) {
-    uint4 v[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) v[u] = __ldcs(data + i + u * stride);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-  }
-  for (; i < count; i += stride) {
-    const uint4 v = __ldcs(data + i);
-    fold ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (fold == 0x9E3779B9u) *sink = fold;
-}
 
 static void run_roof() {
   cudaDeviceProp prop;
@@ -770,10 +754,8 @@ static void run_roof() {
       {"1x16384", 2.0 * 1 * 16384 * 8 * 128 * 2}, {"2x32768", 2.0 * 2 * 32768 * 8 * 128 * 2}};
   for (auto sh : shapes) {
     const size_t bytes = std::min(static_cast<size_t>(sh.bytes), max_bytes);
-    const int blocks = 8 * prop.multiProcessorCount;
-    const float us = timed([&] {
-      roof_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, sink);
-    });
+    const float us =
+        timed([&] { ok_or_die(launch_read_only(data, bytes, sink, prop.multiProcessorCount, stream), "roof"); });
     std::printf("%-12s %12zu %10.1f %10.1f\n", sh.name, bytes, us, bytes / (us * 1e3));
   }
   CK(cudaStreamDestroy(stream));
