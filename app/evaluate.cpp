@@ -257,7 +257,7 @@ CaseOutcome evaluate_case(const Case& c, const std::vector<std::string>& paths, 
     if (!r.lse.empty() && r.lse.size() != expected_lse)
       failures.push_back(fmt::format("returned {} LSE elements, expected {}", r.lse.size(), expected_lse));
     if (reference) {
-      row.error = compare(c, r.output, reference->output, width, tol.output, tol.error_maps);
+      row.error = compare(c, r.output, reference->output, width, tol.output, tol.error_maps, reference->lse);
       if (row.error->mismatches > 0) failures.push_back(mismatch_reason("output", *row.error, tol.output, "ref"));
       if (!r.lse.empty()) {
         row.lse_error = compare(c, r.lse, reference->lse, 1, tol.lse, tol.error_maps);

@@ -1,7 +1,8 @@
 // pagecheck soak (docs/cli.md "soak"): random valid cases
 // (pagecheck/soak.hpp) through the selected paths with every check and the
 // batch-invariance check, until --minutes or --cases is spent. A failing
-// path is reduced (app/reducer.hpp) and saved once per signature
+// path is reduced (pagecheck/reducer.hpp: cuts, then feature
+// simplifications) and saved once per signature
 // (path, failure kind, the reduced case's features) with its replay command;
 // a failure met again is counted, not saved again.
 //
@@ -24,7 +25,7 @@
 #include "exec_setup.hpp"
 #include "gpu_setup.hpp"
 #include "progress.hpp"
-#include "reducer.hpp"
+#include "pagecheck/reducer.hpp"
 #include "report_targets.hpp"
 #include "table.hpp"
 #include "pagecheck/atomic_file.hpp"
@@ -284,7 +285,7 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
           // Not reduced (--no-reduce, a lost CUDA context, or the path passed
           // when run alone: a failure that needs the other paths' runs): the
           // case as drawn.
-          reduced = ReducedFailure{*held, failure_kind(row), row, 0};
+          reduced = ReducedFailure{*held, failure_kind(row), row, 0, {}};
         }
         const std::string signature = failure_signature(path, reduced->kind, reduced->reduced);
         if (!signatures.insert(signature)) {
@@ -309,8 +310,9 @@ int cmd_soak(const SoakConfig& config, const Invocation& invocation) {
           continue;
         }
         const std::string soak_text =
-            fmt::format("signature: {}\nfailure: {}: {}: {}\nreduced in {} runs of the path\ndrawn as: {}\n", signature,
-                        path, reduced->kind, row.reason, reduced->tests,
+            fmt::format("signature: {}\nfailure: {}: {}: {}\nreduced in {} runs of the path\nsimplified: {}\ndrawn as: {}\n",
+                        signature, path, reduced->kind, row.reason, reduced->tests,
+                        reduced->simplified.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(reduced->simplified, ", ")),
                         soak_case_command(config.seed, k, config.exec, invocation));
         if (const Status written = replace_file_with_text(*saved / "soak.txt", soak_text, "soak.txt"); !written.ok()) {
           fmt::print(stderr, "pagecheck: --save-failing: {}\n", written.error().describe());

@@ -194,7 +194,7 @@ TEST_CASE("row-scaled atol stops at the output dtype's smallest normal value") {
   const Case c = geometry();
   const Tolerance bf16 = default_tolerance(DType::BF16, DType::BF16);
   const Tolerance f16 = default_tolerance(DType::F16, DType::F8_E4M3);
-  CHECK(bf16.row_floor == static_cast<double>(std::numeric_limits<float>::min()));
+  CHECK(bf16.row_floor == 0x1p-102);
   CHECK(f16.row_floor == 6.103515625e-05);
   CHECK(default_tolerance(DType::F32, DType::BF16).row_floor == bf16.row_floor);
   std::vector<double> ref(32, 1.0);
@@ -209,6 +209,71 @@ TEST_CASE("row-scaled atol stops at the output dtype's smallest normal value") {
   CHECK(compare(c, out, ref, 4, f16).mismatches == 0);
   out[5] = 2e-4f;  // above F16's floor: wrong
   CHECK(compare(c, out, ref, 4, f16).mismatches == 1);
+}
+
+TEST_CASE("an F32/BF16 row below 2^-102 may come back as zeros (a float kernel's flushed weight)") {
+  // Soak seed 1, case 528: a sink 285 above its row's logits left outputs of
+  // ~1e-38 (V up to 1650) that every decode path wrote as -0; the reference
+  // kept -1.7e-38, just above FLT_MIN, the old floor.
+  const Case c = geometry();
+  const Tolerance bf16 = default_tolerance(DType::BF16, DType::F8_E4M3);
+  std::vector<double> ref(32, 1.0);
+  for (int d = 0; d < 4; ++d) ref[d] = d % 2 ? 1.7e-38 : -3e-36;
+  std::vector<float> out = as_float(ref);
+  for (int d = 0; d < 4; ++d) out[d] = -0.0f;
+  CHECK(compare(c, out, ref, 4, bf16).mismatches == 0);
+  // A value of 1e-30 in that row is past the floor: wrong.
+  out[1] = 1e-30f;
+  CHECK(compare(c, out, ref, 4, bf16).mismatches == 1);
+}
+
+TEST_CASE("the row atol grows with the row's LSE: float32 rounding of logits in the hundreds") {
+  // Soak seed 1, case 280: an F32 kernel over logits of ~312 (LSE 312.43)
+  // was 1.7e-5 off an output of 0.05 in a row of RMS 0.87, past
+  // 1e-5 + 1e-4 * 0.05; the logit term (2^-22 * 312 * rms) admits it.
+  const Case c = geometry();
+  const Tolerance f32 = default_tolerance(DType::F32, DType::F32);
+  CHECK(f32.logit_eps == kToleranceLogitEps);
+  std::vector<double> ref(32, 0.87);
+  ref[1] = 0.05;
+  std::vector<float> out = as_float(ref);
+  out[1] = static_cast<float>(0.05 + 1.7e-5);
+  std::vector<double> lse(8, 312.43);
+  CHECK(compare(c, out, ref, 4, f32).mismatches == 1);  // no LSE given: no logit term
+  CHECK(compare(c, out, ref, 4, f32, false, lse).mismatches == 0);
+  // Small logits leave the term negligible: the same error fails at LSE 3.
+  std::vector<double> small(8, 3.0);
+  CHECK(compare(c, out, ref, 4, f32, false, small).mismatches == 1);
+  // A wrong value of a normal size still fails at LSE 312 (a 1e-3 error).
+  out[1] = static_cast<float>(0.05 + 1e-3);
+  CHECK(compare(c, out, ref, 4, f32, false, lse).mismatches == 1);
+  // A row whose LSE is not finite (no visible key) gets no logit term.
+  std::vector<double> none(8, -std::numeric_limits<double>::infinity());
+  out[1] = static_cast<float>(0.05 + 1.7e-5);
+  CHECK(compare(c, out, ref, 4, f32, false, none).mismatches == 1);
+}
+
+TEST_CASE("the worst element is the mismatch furthest beyond its tolerance, not the largest error") {
+  // Soak seed 1, case 528 reported an element 0.0078 off 2.13 (within
+  // 0.02 + 0.02·|ref|) as the worst while the mismatch was elsewhere.
+  const Case c = geometry();
+  const Tolerance bf16 = default_tolerance(DType::BF16, DType::BF16);
+  std::vector<double> ref(32, 2.0);
+  for (int d = 0; d < 4; ++d) ref[4 + d] = 0.02;  // row 1: RMS 0.02, atol 2e-3
+  std::vector<float> out = as_float(ref);
+  out[20] += 0.025f;  // within 0.01 + 0.01 * 2
+  out[6] += 0.004f;  // beyond 0.002 + 0.01 * 0.02
+  const auto stats = compare(c, out, ref, 4, bf16);
+  CHECK(stats.mismatches == 1);
+  CHECK(stats.max_abs_err == doctest::Approx(0.025).epsilon(1e-3));
+  CHECK(stats.worst.token == 0);
+  CHECK(stats.worst.head == 1);
+  CHECK(stats.worst.dim == 2);
+  // No mismatch: the largest error.
+  out[6] = static_cast<float>(ref[6]);
+  const auto fine = compare(c, out, ref, 4, bf16);
+  CHECK(fine.mismatches == 0);
+  CHECK(fine.worst_value == out[20]);
 }
 
 TEST_CASE("elements whose reference is NaN are unjudged; the worst is found among the others") {

@@ -4,6 +4,7 @@
 // of the original's (while the reference of the cut case agrees with it).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "pagecheck/reduce.hpp"
+#include "pagecheck/reducer.hpp"
 #include "pagecheck/reference.hpp"
 #include "pagecheck/synthetic.hpp"
 #include "pagecheck/validate.hpp"
@@ -196,4 +198,126 @@ TEST_CASE("cut_sequence keeps the recorded output only where the answers stay th
   const Case windowed = generated(spec);
   CHECK_FALSE(cut_keeps_answers(windowed, 0, {30, 0, 2}));
   CHECK(cut_keeps_answers(windowed, 0, {30, 4, 2}));
+}
+
+// ---- feature simplifications (reduce after its cuts, on recomputed paths) ----
+
+namespace {
+
+// A softcap of 20, a window of 5 keys, sinks and ALiBi.
+SyntheticSpec with_logit_features(SyntheticSpec spec) {
+  spec.softcap = 20;
+  spec.sliding_window = 5;
+  spec.sinks = true;
+  spec.alibi = true;
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("simplify: layout, table and an fp8 cache in BF16 keep the answers bit for bit") {
+  SyntheticSpec spec = chunked_spec(KvLayout::HND, TableForm::Csr);
+  spec.kv_dtype = DType::F8_E4M3;
+  spec.k_scale = 0.37;
+  spec.v_scale = 2.5;
+  const Case c = with_recorded(generated(spec));
+  auto ref0 = reference_attention(c, 1);
+  REQUIRE(ref0.ok());
+  for (const Simplification s : {Simplification::Layout, Simplification::Table, Simplification::KvDtype}) {
+    CAPTURE(describe_simplification(c, s));
+    const auto simple = simplify(c, s);
+    REQUIRE(simple.has_value());
+    REQUIRE(validate_case(*simple).ok());
+    CHECK_FALSE(simple->recorded_output.has_value());  // a simplification drops the recorded answer
+    CHECK_FALSE(simplify(*simple, s).has_value());     // already plain
+    auto ref1 = reference_attention(*simple, 1);
+    REQUIRE(ref1.ok());
+    CHECK(ref0->output == ref1->output);  // E4M3 values are exact in BF16; the pages move, not the keys
+    CHECK(ref0->lse == ref1->lse);
+  }
+  CHECK(simplify(c, Simplification::Layout)->params.layout == KvLayout::NHD);
+  CHECK(simplify(c, Simplification::Table)->table.form == TableForm::Dense);
+  CHECK(simplify(c, Simplification::KvDtype)->key_cache.dtype == DType::BF16);
+}
+
+TEST_CASE("simplify: the logit features and the mask turn off; plain cases have nothing to simplify") {
+  SyntheticSpec spec = with_logit_features(chunked_spec(KvLayout::NHD, TableForm::Dense));
+  spec.causal = false;
+  const Case c = generated(spec);
+  const auto off = [&](Simplification s) {
+    auto simple = simplify(c, s);
+    REQUIRE(simple.has_value());
+    CHECK(validate_case(*simple).ok());
+    return *simple;
+  };
+  CHECK(off(Simplification::Softcap).params.softcap == 0);
+  CHECK(off(Simplification::Window).params.sliding_window == 0);
+  CHECK_FALSE(off(Simplification::Sinks).has_sinks());
+  CHECK_FALSE(off(Simplification::Alibi).has_alibi());
+  CHECK(off(Simplification::Causal).params.causal);
+  const Case q = off(Simplification::QueryDtype);
+  CHECK(q.query.dtype == DType::BF16);
+  for (std::int64_t i = 0; i < q.query.numel(); ++i)  // rounded to BF16
+    CHECK(std::abs(q.query.at(static_cast<std::size_t>(i)) - c.query.at(static_cast<std::size_t>(i))) <=
+          std::abs(c.query.at(static_cast<std::size_t>(i))) * 0x1p-8);
+  // Each simplification changes only its feature.
+  CHECK(off(Simplification::Softcap).params.sliding_window == 5);
+  CHECK(off(Simplification::Window).has_sinks());
+
+  SyntheticSpec plain = chunked_spec(KvLayout::NHD, TableForm::Dense);
+  plain.kv_dtype = plain.query_dtype = DType::BF16;
+  const Case p = generated(plain);
+  for (const Simplification s : kSimplifications) CHECK_FALSE(simplify(p, s).has_value());
+}
+
+TEST_CASE("the reducer keeps the features a failure needs and simplifies the rest") {
+  // A fake path that fails ("output beyond tolerance") on any case that has
+  // a softcap and at least one sequence of 20 tokens or more: the reduction
+  // must keep the softcap, drop the window, sinks and ALiBi, make the
+  // query and cache BF16, NHD and dense, and cut to one sequence and head.
+  const Case c = generated(with_logit_features(chunked_spec(KvLayout::HND, TableForm::Csr)));
+  int runs = 0;
+  const ReduceRun run = [&](const Case& candidate) -> std::optional<PathReport> {
+    ++runs;
+    if (!validate_case(candidate).ok()) return std::nullopt;
+    PathReport row;
+    row.path = "fake";
+    bool long_seq = false;
+    for (std::int64_t s = 0; s < candidate.num_seqs(); ++s) long_seq = long_seq || candidate.seq_lens[s] >= 20;
+    if (candidate.params.softcap > 0 && long_seq) {
+      row.status = PathStatus::Fail;
+      row.reason = "output: 1 of 8 elements beyond atol 0.01 + rtol 0.01·|ref|";
+    } else {
+      row.status = PathStatus::Pass;
+    }
+    return row;
+  };
+  auto reduced = reduce_failure(c, 400, run);
+  REQUIRE(reduced.has_value());
+  CHECK(reduced->kind == "output beyond tolerance");
+  CHECK(reduced->tests == runs);
+  const Case& r = reduced->reduced;
+  CHECK(r.num_seqs() == 1);
+  CHECK(r.seq_lens[0] == 20);
+  CHECK(r.q_heads() == 1);
+  CHECK(r.params.softcap == 20);
+  CHECK(r.params.sliding_window == 0);
+  CHECK_FALSE(r.has_sinks());
+  CHECK_FALSE(r.has_alibi());
+  CHECK(r.params.causal);
+  CHECK(r.query.dtype == DType::BF16);
+  CHECK(r.key_cache.dtype == DType::BF16);
+  CHECK(r.params.layout == KvLayout::NHD);
+  CHECK(r.table.form == TableForm::Dense);
+  CHECK(std::find(reduced->simplified.begin(), reduced->simplified.end(), "softcap off") == reduced->simplified.end());
+  CHECK(reduced->simplified.size() == 7);  // window, sinks, ALiBi, KV, query, layout, table (causal was on)
+
+  // sound_only (a recorded output's failure): cuts only, no simplification.
+  Reducer sound(true, 400, run);
+  REQUIRE(sound.start(c).has_value());
+  const Case kept = sound.reduce(c);
+  CHECK(kept.params.layout == KvLayout::HND);
+  CHECK(kept.table.form == TableForm::Csr);
+  CHECK(kept.has_sinks());
+  CHECK(sound.simplified().empty());
 }

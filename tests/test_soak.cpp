@@ -82,6 +82,31 @@ TEST_CASE("huge pools: past 2^31 elements, only where the limits allow") {
   CHECK(huge < 400 / 10);
 }
 
+TEST_CASE("huge pools of every KV dtype are made: the generator's size check counts the listed lengths' pages") {
+  // Seed 1, case 1664 on an H100: 14 sequences (7..1089 tokens) over an F32
+  // pool of 2.2e9 elements (8.9 GB a cache) were refused as "would exceed
+  // 16 GiB" by a bound that took every sequence as long as the longest, and
+  // the soak exited 3 (invalid case).
+  SoakLimits limits;
+  limits.huge_pools = true;
+  const SoakDraw known = draw_soak_case(1, 1664, limits);
+  CHECK(known.huge_pool);
+  CHECK(known.spec.kv_dtype == DType::F32);
+  auto made = generate_case_sourced(known.spec);
+  CHECK_MESSAGE(made.ok(), (made.ok() ? std::string() : made.error().describe()));
+  int huge = 0;
+  for (std::uint64_t k = 0; k < 2000 && huge < 12; ++k) {
+    const SoakDraw draw = draw_soak_case(1, k, limits);
+    if (!draw.huge_pool) continue;
+    ++huge;
+    INFO(describe(draw));
+    auto c = generate_case_sourced(draw.spec);
+    REQUIRE_MESSAGE(c.ok(), (c.ok() ? std::string() : c.error().describe()));
+    CHECK(validate_case(*c).ok());
+  }
+  CHECK(huge == 12);
+}
+
 TEST_CASE("case k of seed S is reproducible alone") {
   for (std::uint64_t k : {0ULL, 1ULL, 17ULL, 999ULL, 123456789ULL}) {
     const SoakDraw a = draw_soak_case(11, k);

@@ -13,9 +13,8 @@ namespace {
 
 // The smallest normal value a kernel writes in this dtype (F32 kernels flush
 // subnormals); BF16 shares F32's exponent range.
-double smallest_normal(DType dtype) {
-  return dtype == DType::F16 ? 6.103515625e-05 : static_cast<double>(std::numeric_limits<float>::min());
-}
+// Tolerance::row_floor of an output dtype.
+double row_floor_for(DType dtype) { return dtype == DType::F16 ? 6.103515625e-05 : 0x1p-102; }
 
 // The tolerance one precision needs on the attention output.
 Tolerance tolerance_for(DType dtype) {
@@ -165,7 +164,8 @@ class ErrorMapBuilder {
 
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype) {
   const Tolerance q = tolerance_for(query_dtype), kv = tolerance_for(kv_dtype);
-  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale, smallest_normal(query_dtype)};
+  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale, row_floor_for(query_dtype),
+          kToleranceLogitEps};
 }
 
 Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
@@ -174,7 +174,7 @@ Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
 }
 
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref, std::int64_t width,
-                   Tolerance tolerance, bool keep_map) {
+                   Tolerance tolerance, bool keep_map, std::span<const double> row_lse) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   ErrorStats stats;
   const std::size_t n = std::min(out.size(), ref.size());
@@ -183,7 +183,8 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
 
   double diff_sq = 0, ref_sq = 0;
   bool worst_is_nonfinite = false;
-  double worst_abs = -1;
+  bool worst_is_mismatch = false;
+  double worst_abs = -1, worst_ratio = -1;
   std::int64_t worst_index = -1;
   const auto row_width = static_cast<std::size_t>(std::max<std::int64_t>(width, 1));
   double row_atol = tolerance.atol;
@@ -198,6 +199,9 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
         if (std::isfinite(ref[k])) sum_sq += ref[k] * ref[k];
       const double rms = std::sqrt(sum_sq / static_cast<double>(row_end - i));
       row_atol = std::max(tolerance.atol * std::min(1.0, rms / tolerance.row_scale), tolerance.row_floor);
+      const std::size_t row = i / row_width;
+      if (tolerance.logit_eps > 0 && row < row_lse.size() && std::isfinite(row_lse[row]))
+        row_atol += tolerance.logit_eps * std::fabs(row_lse[row]) * rms;
     }
     const double o = out[i], r = ref[i];
     if (std::isnan(r)) {  // the inputs of this element are not finite: nothing to judge
@@ -225,11 +229,21 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
     diff_sq += abs_err * abs_err;
     ref_sq += r * r;
     const double allowed = row_atol + tolerance.rtol * std::fabs(r);
-    if (abs_err > allowed) ++stats.mismatches;
-    if (map) map->judged(allowed > 0 ? abs_err / allowed : (abs_err > 0 ? kInf : 0.0), i);
-    if (!worst_is_nonfinite && abs_err > worst_abs) {
-      worst_abs = abs_err;
-      worst_index = static_cast<std::int64_t>(i);
+    const bool mismatch = abs_err > allowed;
+    const double ratio = allowed > 0 ? abs_err / allowed : (abs_err > 0 ? kInf : 0.0);
+    if (mismatch) ++stats.mismatches;
+    if (map) map->judged(ratio, i);
+    if (!worst_is_nonfinite) {
+      // A mismatch outranks every element within tolerance; among
+      // mismatches the one furthest beyond it, among the rest the largest.
+      const bool worse = mismatch ? (!worst_is_mismatch || ratio > worst_ratio)
+                                  : (!worst_is_mismatch && abs_err > worst_abs);
+      if (worse) {
+        worst_is_mismatch = mismatch;
+        worst_abs = abs_err;
+        worst_ratio = ratio;
+        worst_index = static_cast<std::int64_t>(i);
+      }
     }
   }
 

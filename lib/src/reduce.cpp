@@ -220,3 +220,118 @@ Case compact_pages(const Case& c) {
 }
 
 }  // namespace pagecheck
+
+namespace pagecheck {
+
+namespace {
+
+// `t` with every element converted to `dtype` (rounded to nearest).
+Tensor converted(const Tensor& t, DType dtype) {
+  Tensor out = Tensor::zeros(dtype, t.shape);
+  const auto n = static_cast<std::size_t>(t.numel());
+  for (std::size_t i = 0; i < n; ++i) store_element(dtype, out.mutable_data(), i, t.at(i));
+  return out;
+}
+
+// An HND cache [blocks, heads, block, dim] as NHD [blocks, block, heads, dim].
+Tensor hnd_to_nhd(const Tensor& t) {
+  const std::int64_t blocks = t.dim(0), heads = t.dim(1), slots = t.dim(2), dim = t.dim(3);
+  Tensor out = Tensor::zeros(t.dtype, {blocks, slots, heads, dim});
+  const std::size_t row = static_cast<std::size_t>(dim) * dtype_size(t.dtype);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t s = 0; s < slots; ++s)
+        std::memcpy(out.mutable_data() + static_cast<std::size_t>((b * slots + s) * heads + h) * row,
+                    t.data + static_cast<std::size_t>((b * heads + h) * slots + s) * row, row);
+  return out;
+}
+
+bool small_caches(const Case& c) {
+  return c.key_cache.numel() <= kSimplifyMaxElements && c.value_cache.numel() <= kSimplifyMaxElements;
+}
+
+void drop_recorded(Case& c) {
+  c.recorded_output.reset();
+  c.recorded_lse.reset();
+}
+
+}  // namespace
+
+std::string describe_simplification(const Case& c, Simplification s) {
+  switch (s) {
+    case Simplification::Softcap: return "softcap off";
+    case Simplification::Window: return "sliding window off";
+    case Simplification::Sinks: return "sinks dropped";
+    case Simplification::Alibi: return "ALiBi dropped";
+    case Simplification::Causal: return "causal mask on";
+    case Simplification::KvDtype: return fmt::format("KV cache {} -> BF16", dtype_name(c.key_cache.dtype));
+    case Simplification::QueryDtype: return fmt::format("query {} -> BF16", dtype_name(c.query.dtype));
+    case Simplification::Layout: return "layout HND -> NHD";
+    case Simplification::Table: return "CSR table -> dense";
+  }
+  return "?";
+}
+
+std::optional<Case> simplify(const Case& c, Simplification s) {
+  if (!c.caches_held()) return std::nullopt;
+  Case out = c;
+  switch (s) {
+    case Simplification::Softcap:
+      if (c.params.softcap == 0) return std::nullopt;
+      out.params.softcap = 0;
+      break;
+    case Simplification::Window:
+      if (c.params.sliding_window == 0) return std::nullopt;
+      out.params.sliding_window = 0;
+      break;
+    case Simplification::Sinks:
+      if (!c.has_sinks()) return std::nullopt;
+      out.sinks.clear();
+      break;
+    case Simplification::Alibi:
+      if (!c.has_alibi()) return std::nullopt;
+      out.alibi_slopes.clear();
+      break;
+    case Simplification::Causal:
+      if (c.params.causal) return std::nullopt;
+      out.params.causal = true;
+      break;
+    case Simplification::KvDtype:
+      if (c.key_cache.dtype == DType::BF16 || !small_caches(c)) return std::nullopt;
+      out.key_cache = converted(c.key_cache, DType::BF16);
+      if (!c.value_cache.empty()) out.value_cache = converted(c.value_cache, DType::BF16);
+      break;
+    case Simplification::QueryDtype:
+      if (c.query.dtype == DType::BF16) return std::nullopt;
+      out.query = converted(c.query, DType::BF16);
+      break;
+    case Simplification::Layout:
+      if (c.params.layout != KvLayout::HND || c.has_latent() || !small_caches(c)) return std::nullopt;
+      out.key_cache = hnd_to_nhd(c.key_cache);
+      if (!c.value_cache.empty()) out.value_cache = hnd_to_nhd(c.value_cache);
+      out.params.layout = KvLayout::NHD;
+      break;
+    case Simplification::Table: {
+      if (c.table.form != TableForm::Csr) return std::nullopt;
+      std::int64_t width = 0;
+      for (std::int64_t q = 0; q < c.num_seqs(); ++q)
+        width = std::max(width, c.table.page_indptr[q + 1] - c.table.page_indptr[q]);
+      out.table = BlockTable{};
+      out.table.form = TableForm::Dense;
+      out.table.max_blocks_per_seq = width;
+      out.table.page_indptr = {0};
+      for (std::int64_t q = 0; q < c.num_seqs(); ++q) {
+        const auto begin = c.table.page_indices.begin() + c.table.page_indptr[q];
+        const auto end = c.table.page_indices.begin() + c.table.page_indptr[q + 1];
+        out.table.page_indices.insert(out.table.page_indices.end(), begin, end);
+        out.table.page_indices.resize(static_cast<std::size_t>((q + 1) * width), 0);
+        out.table.page_indptr.push_back((q + 1) * width);
+      }
+      break;
+    }
+  }
+  drop_recorded(out);
+  return out;
+}
+
+}  // namespace pagecheck

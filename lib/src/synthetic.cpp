@@ -752,10 +752,34 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
       longest = *std::max_element(spec.seq_len_list.begin(), spec.seq_len_list.end());
     if (longest > std::numeric_limits<std::int32_t>::max())
       return usage_error(fmt::format("sequence length {} does not fit in I32", longest), "synthetic");
-    const std::int64_t pages = (longest + spec.block_size - 1) / spec.block_size;
+    // The pages the pool backs: each listed length's own (exact but for
+    // shared prefixes, which only lower it), else every sequence as long as
+    // the longest. (Soak seed 1, case 1664: a pool past 2^31 F32 elements,
+    // 8.9 GB, was refused as 18.9 GB by the bound of 14 sequences of 1089.)
+    std::int64_t pages = 0;
+    if (spec.seq_len_dist == LengthDist::List) {
+      // Sequence i has the list's length i % size: whole rounds of the list
+      // and a partial one.
+      const auto listed = static_cast<std::int64_t>(spec.seq_len_list.size());
+      std::int64_t round = 0, partial = 0;
+      for (std::int64_t i = 0; i < listed; ++i) {
+        const std::int64_t list_pages = (spec.seq_len_list[static_cast<std::size_t>(i)] + spec.block_size - 1) / spec.block_size;
+        round += list_pages;  // each below 2^31: no overflow
+        if (i < spec.num_seqs % listed) partial += list_pages;
+      }
+      const std::int64_t rounds = spec.num_seqs / listed;
+      if (round > 0 && rounds > (std::numeric_limits<std::int64_t>::max() - partial) / round)
+        return usage_error("the KV cache's page count overflows", "synthetic");
+      pages = rounds * round + partial;
+    } else {
+      const std::int64_t per_seq = (longest + spec.block_size - 1) / spec.block_size;
+      if (per_seq > 0 && spec.num_seqs > std::numeric_limits<std::int64_t>::max() / per_seq)
+        return usage_error("the KV cache's page count overflows", "synthetic");
+      pages = spec.num_seqs * per_seq;
+    }
     const std::int64_t widest = std::max(spec.head_dim, spec.v_head_dim);
-    auto cache = checked_bytes({spec.num_seqs, pages, spec.pool_factor, spec.block_size, spec.kv_heads, widest},
-                               spec.kv_dtype, "the KV cache");
+    auto cache = checked_bytes({pages, spec.pool_factor, spec.block_size, spec.kv_heads, widest}, spec.kv_dtype,
+                               "the KV cache");
     if (!cache.ok()) return cache.error();
     auto query = checked_bytes({spec.num_seqs, longest, spec.q_heads, spec.head_dim}, spec.query_dtype, "the query");
     if (!query.ok()) return query.error();

@@ -184,10 +184,12 @@ mutant("21-split-partition512-merge",
        "one partition size: with 512-token partitions the merge leaves out a sequence's last partition",
        ("kernels/src/decode/decode_split.cu",
         "  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /\n"
-        "                                      p.partition_tokens);\n",
+        "                                      p.partition_tokens);\n"
+        "  // This sequence's groups",
         "  const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /\n"
         "                                      p.partition_tokens) -\n"
-        "                     (p.partition_tokens == 512 && seq_len > 512 ? 1 : 0);\n"))
+        "                     (p.partition_tokens == 512 && seq_len > 512 ? 1 : 0);\n"
+        "  // This sequence's groups"))
 mutant("22-direct-three-features",
        "three features at once: over an F8_E5M2 cache with a block size not a power of two and a window, v_scale is 1/16 too large",
        ("kernels/src/decode/decode_direct.cu",

@@ -74,7 +74,7 @@ inline void check_paths(const Case& c, const std::string& label, const std::vect
     std::string failures;
     for (const auto& f : run->check_failures) failures += f + "\n";
     CHECK_MESSAGE(run->check_failures.empty(), failures);
-    const ErrorStats out = compare(c, run->output, ref->output, c.v_head_dim(), tol);
+    const ErrorStats out = compare(c, run->output, ref->output, c.v_head_dim(), tol, false, ref->lse);
     CHECK_MESSAGE(out.mismatches == 0,
                   fmt::format("output: {} of {} mismatches, max abs err {:.3g}, worst seq {} token {} head {} dim {}: "
                               "{} vs {}",

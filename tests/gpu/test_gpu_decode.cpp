@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "gpu_test_util.hpp"
+#include "pagecheck/batch_invariance.hpp"
 
 using namespace pagecheck;
 using namespace pagecheck::test;
@@ -337,5 +338,53 @@ TEST_CASE("decode paths report n/a for a prefill case") {
     const Applicability a = gpu_registry().find(name)->applies(*c);
     CHECK_FALSE(a.applies);
     CHECK(a.reason.find("q_len") != std::string::npos);
+  }
+}
+
+// ---- issue 21: a fixed plan is batch-invariant --------------------------------
+// Under an explicit plan (and `--plan invariant`) each sequence's partitions
+// follow its own length, so its output must be bitwise the same alone, in the
+// batch, and in the batch permuted and padded. Soak (seed 1, cases 216 and
+// 465) found the merge's thread groups sized by the batch's longest sequence:
+// a 3-partition sequence beside an 8-partition one differed in the last bit.
+TEST_CASE("decode: split and auto under a fixed plan are batch-invariant (the merge's groups follow the sequence)") {
+  std::uint64_t seed = 2900;
+  for (const DType q : {DType::F32, DType::BF16}) {
+    for (const char* plan : {"split:32:100", "split:120:683", "invariant"}) {
+      auto s = decode_spec(fmt::format("invariance-{}-{}", dtype_name(q), plan), seed++);
+      s.query_dtype = q;
+      s.kv_dtype = q == DType::F32 ? DType::F8_E4M3 : DType::BF16;
+      // Partition counts 1 .. 160 under split:32: merge groups 1, 2 and 4.
+      s.seq_len_list = {289, 841, 100, 5000, 33, 2100};
+      s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+      auto c = generate_case(s);
+      REQUIRE(c.ok());
+      const RunOptions options = with_plan(plan);
+      RunOptions quick = options;
+      quick.checks = false;
+      for (const char* name : {"split", "auto"}) {
+        INFO(describe_spec(s) << " plan " << plan << " path " << name);
+        Path* path = gpu_registry().find(name);
+        REQUIRE(path != nullptr);
+        auto full = path->run(*c, quick);
+        REQUIRE_MESSAGE(full.ok(), (full.ok() ? "" : full.error().describe()));
+        const BatchOutput full_output{full->output, full->lse};
+        auto result = check_batch_invariance(
+            *c, full_output, [&](const Case& variant, std::string& why) -> Expected<std::optional<BatchOutput>> {
+              const Applicability a = path->applies(variant);
+              if (!a.applies) {
+                why = a.reason;
+                return std::optional<BatchOutput>{};
+              }
+              auto run = path->run(variant, quick);
+              if (!run.ok()) return run.error();
+              return std::optional<BatchOutput>{BatchOutput{run->output, run->lse}};
+            });
+        REQUIRE_MESSAGE(result.ok(), (result.ok() ? "" : result.error().describe()));
+        CHECK(result->variants_skipped.empty());
+        CHECK(result->variants_run >= 2);
+        CHECK_MESSAGE(result->invariant, (result->first ? result->first->describe() : std::string()));
+      }
+    }
   }
 }

@@ -182,10 +182,16 @@ constexpr int kMaxMergeGroups = 4;
 // recorded cases pass through direct/split/auto, and split at the default
 // partition 512 went from 0.395 to 0.318 ms at 256 x 1024 (2 partitions) and
 // from 0.323 to 0.307 ms at 64 x 4096 (8); 8 x 8192 and 1 x 32768 unchanged.
+// The launch sizes the CTA for the workspace's capacity (the batch's longest
+// sequence); each CTA merges with the groups of its own sequence's partition
+// count, so that the order of a sequence's sums, and so its output bits, do
+// not follow the batch (soak seed 1, cases 216 and 465: a sequence of 3
+// partitions beside one of 8 merged in 2 groups differed in the last bit
+// from the same sequence alone under an explicit plan).
 constexpr bool kCapacityMergeGroups = true;
-inline int merge_groups(std::int64_t max_partitions) {
+__host__ __device__ inline int merge_groups(std::int64_t partitions) {
   if (!kCapacityMergeGroups) return kMaxMergeGroups;
-  return max_partitions >= 16 ? 4 : max_partitions >= 8 ? 2 : 1;
+  return partitions >= 16 ? 4 : partitions >= 8 ? 2 : 1;
 }
 
 template <int DV>
@@ -193,9 +199,6 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   constexpr int kMaxWarps = kMaxMergeGroups * DV / 32;
   __shared__ float reduce_m[kMaxWarps], reduce_l[kMaxWarps];
   __shared__ float group_acc[kMaxMergeGroups][DV];
-  const int groups = blockDim.x / DV;
-  const int threads = blockDim.x;
-  const int warps = threads / 32;
   const std::int64_t seq = blockIdx.x / p.q_heads;
   const int q_head = blockIdx.x % p.q_heads;
   const std::int32_t seq_len = p.kv.seq_lens[seq];
@@ -213,6 +216,12 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   const int tid = threadIdx.x;
   const int active = static_cast<int>((static_cast<std::int64_t>(seq_len) + p.partition_tokens - 1) /
                                       p.partition_tokens);
+  // This sequence's groups (merge_groups of its own partitions, never more
+  // than the CTA holds): the threads past them stay for the barriers only.
+  const int groups = min(merge_groups(active), static_cast<int>(blockDim.x / DV));
+  const int threads = groups * DV;
+  const int warps = threads / 32;
+  const bool working = tid < threads;
   const std::int64_t first_slot = (seq * p.q_heads + q_head) * p.max_partitions;
   const float* pmax = p.partial_max + first_slot;
   const float* psum = p.partial_sum + first_slot;
@@ -227,7 +236,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) {
     const int part = group + j * groups;
-    const bool in = part < active;
+    const bool in = working && part < active;
     o[j] = in ? out[static_cast<std::int64_t>(part) * DV] : 0.0f;
     pm[j] = in ? pmax[part] : -INFINITY;
     ps[j] = in ? psum[part] : 0.0f;
@@ -236,7 +245,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   // (max, sum) over all active partitions: per thread, then one block-wide
   // merge of (m, l) pairs.
   float m = -INFINITY, l = 0.0f;
-  for (int part = tid; part < active; part += threads) {
+  for (int part = working ? tid : active; part < active; part += threads) {
     const MergeWeights w = merge_weights(m, pmax[part]);
     l = l * w.w_self + psum[part] * w.w_other;
     m = w.m;
@@ -249,7 +258,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
     l = l * w.w_self + l_other * w.w_other;
     m = w.m;
   }
-  if (tid % 32 == 0) {
+  if (working && tid % 32 == 0) {
     reduce_m[tid / 32] = m;
     reduce_l[tid / 32] = l;
   }
@@ -268,9 +277,9 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) acc += ps[j] * fast_exp2(pm[j] - m_use) * o[j];
 #pragma unroll 8
-  for (int part = group + kChunk * groups; part < active; part += groups)
+  for (int part = working ? group + kChunk * groups : active; part < active; part += groups)
     acc += psum[part] * fast_exp2(pmax[part] - m_use) * out[static_cast<std::int64_t>(part) * DV];
-  group_acc[group][d] = acc;
+  if (working) group_acc[group][d] = acc;
   __syncthreads();
   if (group == 0) {
     for (int g = 1; g < groups; ++g) acc += group_acc[g][d];

@@ -20,20 +20,35 @@ struct Tolerance {
   // wrong page; a kernel's rounding shrinks with the row, so this keeps the
   // margin. 0: atol as is (the LSE, recorded outputs).
   double row_scale = 0;
-  // The smallest atol the row scaling may reach: the smallest normal value
-  // of the output dtype. Below it the kernel's output cannot carry relative
-  // precision (F16 turns subnormal at 6.1e-5; F32 and BF16 kernels flush at
-  // 1.2e-38), while the double reference can: a sink logit hundreds above a
-  // row's keys makes outputs of 1e-250 that every float kernel writes as 0.
+  // The smallest atol the row scaling may reach. Below it the kernel's
+  // output cannot carry relative precision while the double reference can:
+  // F16 turns subnormal at 6.1e-5; a float32 kernel that flushes subnormals
+  // writes 0 for a row whose final weight (a sink logit far above the row's
+  // keys) is below 2^-126, although its V values make the reference's
+  // outputs up to 2^24 times that. So 6.1e-5 for an F16 output and 2^-102
+  // (2.0e-31) for F32 and BF16 (soak seed 1, case 528: a reference output of
+  // -1.7e-38 written as -0 by every decode path).
   double row_floor = 0;
+  // > 0 (with row_scale): each row's atol also grows by
+  // logit_eps * |LSE of the row| * rms(ref row), the float32 rounding of
+  // logits of that size (q·k, the scale, exp's argument) carried into the
+  // softmax weights; compare() adds it where it is given the reference LSE.
+  // Logits in the hundreds (the large-logits profile) give an F32 kernel
+  // output errors of 1e-5..1e-4 (soak seed 1, case 280: LSE 312, an error
+  // of 1.7e-5 on an output of 0.05 beyond F32's 1e-5 + 1e-4·|ref|).
+  double logit_eps = 0;
 };
 
 // The row_scale default_tolerance sets.
 inline constexpr double kToleranceRowScale = 0.1;
+// The logit_eps default_tolerance sets: 4 units in the last place of
+// float32 (2^-24 each) of the logit's size.
+inline constexpr double kToleranceLogitEps = 0x1p-22;
 
 // Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
 // query, KV and output precisions decides; row_scale kToleranceRowScale,
-// row_floor the smallest normal value of the output (= query) dtype.
+// row_floor as above for the output (= query) dtype, logit_eps
+// kToleranceLogitEps.
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
 // The same for the LSE (log domain: an absolute floor of 1e-4 at least; no
 // row scaling).
@@ -59,7 +74,10 @@ struct ErrorStats {
   // mismatches, take no part in the errors and never become the worst element.
   std::int64_t unjudged = 0;
   std::int64_t elements = 0;
-  ElementLocation worst;        // of the largest |out - ref| (a non-finite element first)
+  // The worst element: a non-finite one first, then the mismatch furthest
+  // beyond its tolerance (largest |out - ref| / allowed), else (no
+  // mismatch) the largest |out - ref|.
+  ElementLocation worst;
   double worst_value = 0, worst_reference = 0;
   // Where the error lies (error_map.hpp): only when compare() is asked to
   // keep it (the HTML report); shared, as the report copies its rows.
@@ -77,8 +95,11 @@ struct ErrorStats {
 // present max_abs_err, max_rel_err and rel_l2_err are +inf. Rows are scaled
 // (row_scale) from their finite reference values only. Elements of the longer
 // span beyond the shorter one count as mismatches. keep_map: also fill
-// ErrorStats::map (bounded in size, see error_map.hpp).
+// ErrorStats::map (bounded in size, see error_map.hpp). row_lse: the
+// reference LSE, one per row of `width` elements, for tolerance.logit_eps
+// (empty: no logit term).
 ErrorStats compare(const Case& c, std::span<const float> out, std::span<const double> ref,
-                   std::int64_t width, Tolerance tolerance, bool keep_map = false);
+                   std::int64_t width, Tolerance tolerance, bool keep_map = false,
+                   std::span<const double> row_lse = {});
 
 }  // namespace pagecheck

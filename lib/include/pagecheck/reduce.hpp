@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "pagecheck/case.hpp"
@@ -64,5 +66,41 @@ Case compact_pages(const Case& c);
 
 // Pages the needed entries name (distinct).
 std::int64_t referenced_pages(const Case& c);
+
+}  // namespace pagecheck
+
+namespace pagecheck {
+
+// Feature simplifications, tried by reduce after its cuts on a path whose
+// reference is recomputed for each candidate (a GPU or external path; never
+// against a recorded output, whose answer they change): each turns one
+// feature of a case into its plainest form, so that a reduced case keeps
+// only the features its failure needs (and soak's failure signature names
+// only those). A simplification drops the recorded output and LSE.
+enum class Simplification {
+  Softcap,     // softcap -> none
+  Window,      // sliding window -> none
+  Sinks,       // sink logits -> none
+  Alibi,       // ALiBi slopes -> none
+  Causal,      // non-causal -> causal
+  KvDtype,     // the caches -> BF16 (fp8 values are exact in BF16)
+  QueryDtype,  // the query (and so the output) -> BF16
+  Layout,      // HND -> NHD
+  Table,       // a CSR table -> dense
+};
+inline constexpr Simplification kSimplifications[] = {
+    Simplification::Softcap, Simplification::Window,     Simplification::Sinks,
+    Simplification::Alibi,   Simplification::Causal,     Simplification::KvDtype,
+    Simplification::QueryDtype, Simplification::Layout, Simplification::Table};
+
+// "softcap off", "KV cache F8_E4M3 -> BF16", ... (for the progress lines).
+std::string describe_simplification(const Case& c, Simplification s);
+
+// `c` with the one feature simplified; nullopt where it already has the plain
+// form, or cannot be simplified here: caches not held, or (KvDtype, Layout)
+// caches of more than kSimplifyMaxElements elements each (a huge pool the
+// cuts could not shrink: converting it would cost gigabytes of host memory).
+inline constexpr std::int64_t kSimplifyMaxElements = std::int64_t{1} << 26;
+std::optional<Case> simplify(const Case& c, Simplification s);
 
 }  // namespace pagecheck
