@@ -130,7 +130,12 @@ struct WsTraits {
   // bound by its copies, and the store cost it 1%.
   static constexpr bool kSumStore = kTma;
   static constexpr int kScratchBytes = kSumStore ? 256 * 4 : 0;
-  static constexpr int kSmemBytes = 1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes;
+  // FP8 caches: two staging slots of one raw tile each (128 keys x 128
+  // bytes), filled by cp.async a tile ahead of the widening (see
+  // stage_tile_rows_fp8).
+  static constexpr int kStagingBytes = kFp8 ? 2 * kBlockN * DK : 0;
+  static constexpr int kSmemBytes =
+      1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
@@ -429,43 +434,49 @@ __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint3
   cp_async_mbar_arrive_noinc(full);
 }
 
-// The FP8 form of produce_tile_rows: a key's row is 128 bytes, 8 lanes a
-// row, 4 rows a step: at step j lanes 8 q .. 8 q + 7 take row 4 j + q of
-// the warp's 32 (lane i owns key 32 pw + 4 (i % 8) + i / 8, so the shuffle's
-// source is the immediate j within each group of 8), each one 16-byte chunk
-// f = lane % 8 (16 elements), widened to BF16 chunks 2 f and 2 f + 1 and
-// stored swizzled (`dst_lane[p][c]`: row 32 pw + 4 p + lane / 8, chunk
-// 2 (lane % 8) + c; row + 8 i adds 1024 i). Loads go through registers
-// (cp.async cannot convert), four steps in flight; rows outside [key_lo,
-// key_hi) are zeros. Each lane arrives on `full` after its stores.
-template <KvKind KV>
-__device__ __forceinline__ void produce_tile_rows_fp8(std::uint32_t tile, std::uint32_t full, std::uint64_t chunk_base,
-                                                      std::uint32_t my_row, std::uint32_t valid,
-                                                      const std::uint32_t (&dst_lane)[2][2]) {
+// The FP8 form of produce_tile_rows, in two halves a tile apart. A key's row
+// is 128 bytes, 8 lanes a row, 4 rows a step: at step j lanes 8 q .. 8 q + 7
+// take row 4 j + q of the warp's 32 (lane i owns key 32 pw + 4 (i % 8) +
+// i / 8, so the shuffle's source is the immediate j within each group of 8),
+// each one 16-byte chunk f = lane % 8 (16 elements).
+//
+// stage_tile_rows_fp8 copies a tile's raw bytes by cp.async into a staging
+// slot (row-major, 128 bytes a key; rows outside [key_lo, key_hi) zeros)
+// and commits them as one group; widen_staged_fp8 waits for the group of the
+// tile before (`kAfter` groups may stay in flight: 1 while the next tile's
+// copies are out, 0 at the end), reads back the chunks this lane copied
+// (no other lane's: no barrier), widens each to BF16 chunks 2 f and 2 f + 1,
+// stores them swizzled (`dst_lane[p][c]`: row 32 pw + 4 p + lane / 8, chunk
+// 2 (lane % 8) + c; row + 8 i adds 1024 i) and arrives on `full`. The
+// producer stages tile n + 1 before it widens tile n, so a tile's copies
+// are in flight while the tile before is widened: 16 KB a CTA in flight
+// instead of the 8 KB four register loads a lane held (session 11: the
+// register form ran FP8 prefill at 305 TFLOP/s against BF16's 510).
+__device__ __forceinline__ void stage_tile_rows_fp8(std::uint32_t slot, std::uint64_t chunk_base, std::uint32_t my_row,
+                                                    std::uint32_t valid, std::uint32_t slot_lane) {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    uint4 raw[4];
+  for (int j = 0; j < 8; ++j) {
+    const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 8);
+    std::uint64_t src;
+    asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
+    const int src_bytes = (valid >> j) & 1u ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(slot + slot_lane + j * 512), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  }
+  cp_async_commit();
+}
+
+template <KvKind KV, int kAfter>
+__device__ __forceinline__ void widen_staged_fp8(std::uint32_t tile, std::uint32_t full, std::uint32_t slot,
+                                                 std::uint32_t slot_lane, const std::uint32_t (&dst_lane)[2][2]) {
+  cp_async_wait<kAfter>();
 #pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int j = 4 * half + jj;
-      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 8);
-      raw[jj] = make_uint4(0, 0, 0, 0);
-      if ((valid >> j) & 1u) {
-        std::uint64_t src;
-        asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
-        asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(raw[jj].x), "=r"(raw[jj].y), "=r"(raw[jj].z), "=r"(raw[jj].w)
-                     : "l"(src));
-      }
-    }
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int j = 4 * half + jj;
-      uint4 lo, hi;
-      fp8x16_to_bf16<KV>(raw[jj], lo, hi);
-      st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
-      st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
-    }
+  for (int j = 0; j < 8; ++j) {
+    uint4 lo, hi;
+    fp8x16_to_bf16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
+    st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
+    st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
   }
   fence_proxy_async();  // the consumers' tensor-core reads (they fence too)
   mbar_arrive(full);
@@ -486,6 +497,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
   const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
   const std::uint32_t scratch = bars + T::kBarrierBytes;
+  const std::uint32_t staging = scratch + T::kScratchBytes;  // FP8: two raw tiles (16-byte aligned)
   const bool split_q = p.a.split_query != 0;
   const std::uint32_t q_lo_smem = q_smem + T::kQBytes;  // a split query's lo rows (Q buffer 1)
   const auto k_full = [&](int s) { return bars + 8 * s; };
@@ -525,12 +537,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       if (p.q_tma) prefetch_tensor_map(&p.query_map);
     }
     const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
-    // produce_tile_rows(_fp8) say why lanes own keys in this order: L lanes
+    // produce_tile_rows and stage_tile_rows_fp8 say why lanes own keys in this order: L lanes
     // copy a row, 32 / L rows a step.
     constexpr int kLanesPerRow = T::kFp8 ? 8 : 16;
     const int my_key = 32 * pw + (32 / kLanesPerRow) * (lane % kLanesPerRow) + lane / kLanesPerRow;
     std::uint32_t dst_lane[4];         // produce_tile_rows
-    std::uint32_t dst_lane_fp8[2][2];  // produce_tile_rows_fp8
+    std::uint32_t dst_lane_fp8[2][2];  // widen_staged_fp8
     if constexpr (T::kFp8) {
 #pragma unroll
       for (int q = 0; q < 2; ++q)
@@ -546,6 +558,29 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const std::uint64_t value_chunk =
         reinterpret_cast<std::uint64_t>(view.kv.value_data) + (lane % kLanesPerRow) * 16;
     std::int64_t count = 0, item = 0;
+    // FP8: the tile staged last (its K or V stage `c`, its staging slot
+    // `staged` % 2), widened once the next tile is staged, across work tiles.
+    struct Staged {
+      bool value = false;
+      std::int64_t c = 0, staged = 0;
+    };
+    Staged pending;
+    bool has_pending = false;
+    std::int64_t staged = 0;
+    // This lane's first chunk in a staging slot: row 32 pw + lane / 8, chunk lane % 8.
+    const std::uint32_t slot_lane = static_cast<std::uint32_t>((32 * pw + lane / 8) * 128 + (lane % 8) * 16);
+    const auto widen_pending = [&](bool last) {
+      const int s = static_cast<int>(pending.c % T::kStages);
+      if (pending.c >= T::kStages)
+        mbar_wait(pending.value ? v_empty(s) : k_empty(s), static_cast<int>((pending.c / T::kStages) & 1) ^ 1);
+      const std::uint32_t tile = (pending.value ? v_smem : k_smem) + s * T::kTileBytes;
+      const std::uint32_t full = pending.value ? v_full(s) : k_full(s);
+      const std::uint32_t slot = staging + static_cast<std::uint32_t>(pending.staged & 1) * (T::kStagingBytes / 2);
+      if (last)
+        widen_staged_fp8<T::KV, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
+      else
+        widen_staged_fp8<T::KV, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
+    };
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
       if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
@@ -612,6 +647,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         return r;
       };
       const auto load = [&](bool value, int kt, std::int32_t page, const Rows& rows, std::int64_t c) {
+        if constexpr (T::kFp8) {
+          // Stage this tile's raw bytes, then widen the one staged before
+          // (its slot is the other one; this tile's copies stay in flight).
+          const std::uint32_t slot = staging + static_cast<std::uint32_t>(staged & 1) * (T::kStagingBytes / 2);
+          if (value)
+            stage_tile_rows_fp8(slot, value_chunk, rows.value, rows.valid, slot_lane);
+          else
+            stage_tile_rows_fp8(slot, key_chunk, rows.key, rows.valid, slot_lane);
+          if (has_pending) widen_pending(false);
+          pending = Staged{value, c, staged++};
+          has_pending = true;
+          return;
+        }
         const int s = static_cast<int>(c % T::kStages);
         if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
         const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
@@ -624,12 +672,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         } else {
           // Two calls, not a select of the base: a selected base sat in two
           // unpaired registers, and every address took a 64-bit add more.
-          if constexpr (T::kFp8) {
-            if (value)
-              produce_tile_rows_fp8<T::KV>(tile, full, value_chunk, rows.value, rows.valid, dst_lane_fp8);
-            else
-              produce_tile_rows_fp8<T::KV>(tile, full, key_chunk, rows.key, rows.valid, dst_lane_fp8);
-          } else if (value) {
+          if (value) {
             produce_tile_rows(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
           } else {
             produce_tile_rows(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
@@ -652,6 +695,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       load(true, k.tile_first + k.num_tiles - 1, page, rows, count + k.num_tiles - 1);
       count += k.num_tiles;
     }
+    if constexpr (T::kFp8)
+      if (has_pending) widen_pending(true);
     return;
   }
 
