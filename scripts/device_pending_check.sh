@@ -1,20 +1,13 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Session 8 (2026-12-06) ran it on an H100 over 74e6cb1 (every test,
+# GPU. Session 11 (2026-12-06) ran it on an H100 over 9dc420a (every test,
 # the 154-case suite, the dev checks: all clean; docs/performance.md,
-# session 8). Pending now:
-#   the warp-specialised kernel's output by tensor copies (o_tma: each
-#            consumer warp's 16 staged rows, the Q buffer released a work
-#            tile later) and its approximate epilogue division / log2
-#            (session 8, a24cb20): the dev driver's checks and memcheck /
-#            racecheck / synccheck passed on an H100 and it was timed there,
-#            but test_gpu_prefill, test_gpu_core and the suite have not run
-#            with it in the pagecheck binary;
-#   pagecheck/fast_div.hpp (47f6fd5): the ws kernel's work decoding and
-#            epilogue rows by multiply-high and shift, and the prefill /
-#            decode kernels' page division through the same header (the
-#            same formula as before; attn_sm90.cu's SASS differs only in
-#            register allocation): nothing of it has run on a GPU.
+# session 11). Pending now:
+#   the ws kernel's FP8 producer staging raw tiles by cp.async a tile ahead
+#            of their widening (PAGECHECK_WS_FP8=1: tgp_ws_fp8,
+#            dev_check_ws_fp8, the dev driver's small cases under memcheck
+#            and racecheck, and the FP8 bench with and without the knob;
+#            before: 305 TFLOP/s at 8 x 2048 against BF16's 510).
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
@@ -92,6 +85,11 @@ do_run() {
   s suite_split64 pagecheck run --paths reference,direct,split,auto --plan split:64:100 --no-timing --require-gpu \
     --json "$OUT/suite_split64.json" &
   wait
+  # The FP8 ws kernel's staging (cp.async into staging slots, read back by the
+  # lane that copied) under the sanitizers, on the dev driver's small cases.
+  for tool in memcheck racecheck; do
+    PAGECHECK_WS_FP8=1 s "san_ws_fp8_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 prefill_dev small
+  done
   for extra in "--head-dim 64" "--head-dim 256" "--kv-dtype F8_E4M3" "--kv-dtype F8_E4M3 --ws-fp8"; do
     local tag=${extra// /_} ws=0
     [ "${extra% --ws-fp8}" != "$extra" ] && ws=1 && extra=${extra% --ws-fp8}

@@ -415,6 +415,11 @@ static void small_checks() {
   { Spec s; s.q_lens = {33}; s.seq_lens = {90}; s.q_heads = 4; s.kv_heads = 2; s.dk = 192; s.dv = 128; s.kv_dtype = DType::F8_E4M3; run_check(s, 13); }
   { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 4; s.kv_heads = 2; s.dk = 256; s.dv = 256; s.kv_dtype = DType::F16; s.q_dtype = DType::F32; run_check(s, 14); }
   { Spec s; s.q_lens = {20}; s.seq_lens = {70}; s.q_heads = 2; s.kv_heads = 1; s.dk = 64; s.dv = 64; s.kv_dtype = DType::F32; s.q_dtype = DType::F32; run_check(s, 15); }
+  // FP8 at head dim 128 (the ws kernel's staged producer under
+  // PAGECHECK_WS_FP8=1): several key tiles and work tiles, a partial tile,
+  // pages of 7 and 16 slots, a window.
+  { Spec s; s.q_lens = {130, 1}; s.seq_lens = {400, 129}; s.q_heads = 8; s.kv_heads = 2; s.block = 16; s.kv_dtype = DType::F8_E4M3; run_check(s, 18); }
+  { Spec s; s.q_lens = {64}; s.seq_lens = {300}; s.q_heads = 4; s.kv_heads = 2; s.block = 7; s.window = 100; s.kv_dtype = DType::F8_E5M2; run_check(s, 19); }
 }
 
 static void checks() {
