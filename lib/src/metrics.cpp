@@ -11,9 +11,9 @@
 namespace pagecheck {
 namespace {
 
-// The smallest normal value a kernel writes in this dtype (F32 kernels flush
-// subnormals); BF16 shares F32's exponent range.
-// Tolerance::row_floor of an output dtype.
+// Tolerance::row_floor of an output dtype (metrics.hpp says why): F16's
+// smallest normal value; for F32 and BF16, which share an exponent range,
+// 2^24 times FLT_MIN.
 double row_floor_for(DType dtype) { return dtype == DType::F16 ? 6.103515625e-05 : 0x1p-102; }
 
 // The tolerance one precision needs on the attention output.
