@@ -251,6 +251,10 @@ TEST_CASE("the row atol grows with the row's LSE: float32 rounding of logits in 
   std::vector<double> none(8, -std::numeric_limits<double>::infinity());
   out[1] = static_cast<float>(0.05 + 1.7e-5);
   CHECK(compare(c, out, ref, 4, f32, false, none).mismatches == 1);
+  // An atol of 0 (--atol 0) asks for exactness: no logit term either.
+  Tolerance exact = f32;
+  exact.atol = 0;
+  CHECK(compare(c, out, ref, 4, exact, false, lse).mismatches == 1);
 }
 
 TEST_CASE("the worst element is the mismatch furthest beyond its tolerance, not the largest error") {

@@ -200,7 +200,8 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
       const double rms = std::sqrt(sum_sq / static_cast<double>(row_end - i));
       row_atol = std::max(tolerance.atol * std::min(1.0, rms / tolerance.row_scale), tolerance.row_floor);
       const std::size_t row = i / row_width;
-      if (tolerance.logit_eps > 0 && row < row_lse.size() && std::isfinite(row_lse[row]))
+      // Not under an atol of 0 (--atol 0: exactness asked for).
+      if (tolerance.logit_eps > 0 && tolerance.atol > 0 && row < row_lse.size() && std::isfinite(row_lse[row]))
         row_atol += tolerance.logit_eps * std::fabs(row_lse[row]) * rms;
     }
     const double o = out[i], r = ref[i];

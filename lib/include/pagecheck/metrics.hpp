@@ -32,7 +32,8 @@ struct Tolerance {
   // > 0 (with row_scale): each row's atol also grows by
   // logit_eps * |LSE of the row| * rms(ref row), the float32 rounding of
   // logits of that size (q·k, the scale, exp's argument) carried into the
-  // softmax weights; compare() adds it where it is given the reference LSE.
+  // softmax weights; compare() adds it where it is given the reference LSE
+  // and atol > 0 (an atol of 0 asks for exactness).
   // Logits in the hundreds (the large-logits profile) give an F32 kernel
   // output errors of 1e-5..1e-4 (soak seed 1, case 280: LSE 312, an error
   // of 1.7e-5 on an output of 0.05 beyond F32's 1e-5 + 1e-4·|ref|).
