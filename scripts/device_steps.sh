@@ -15,7 +15,9 @@ step() {
 # unpack_carry DIR: the gzipped binaries of DIR (a carry folder packed by
 # device_check.sh build) into $BIN (default /tmp/pcbin), its external.tgz
 # (the external-kernel test and example libraries) into $EXT (/tmp/pcext);
-# $BIN first on PATH.
+# $BIN first on PATH. Set BIN before the call (`BIN=dir; unpack_carry D`)
+# where the script uses $BIN afterwards: a prefix assignment
+# (`BIN=dir unpack_carry D`) lasts for the call only, and leaves only PATH.
 unpack_carry() {
   local dir=$1 f
   BIN=${BIN:-/tmp/pcbin} EXT=${EXT:-/tmp/pcext}

@@ -58,17 +58,14 @@ Case Reducer::reduce(Case c) {
   return c;
 }
 
-bool Reducer::cut_rounds(Case& c) {
-  bool any = false;
+void Reducer::cut_rounds(Case& c) {
   for (bool changed = true; changed && !out_of_budget();) {
     changed = false;
     changed |= drop_sequences(c);
     changed |= drop_heads(c);
     for (std::int64_t s = 0; s < c.num_seqs() && !out_of_budget(); ++s) changed |= shorten_sequence(c, s);
     changed |= compact(c);
-    any |= changed;
   }
-  return any;
 }
 
 // Each simplification once, on the case the cuts left (small: each test is

@@ -63,7 +63,7 @@ class Reducer {
   bool try_cut(Case& c, std::int64_t s, const SequenceCut& cut, const std::string& what);
   bool shorten_sequence(Case& c, std::int64_t s);
   bool compact(Case& c);
-  bool cut_rounds(Case& c);
+  void cut_rounds(Case& c);
   bool simplify_features(Case& c);
 
   bool sound_only_ = false;
