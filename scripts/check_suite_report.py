@@ -11,7 +11,8 @@ over the default suite. Checks, per case:
     would leave its family's pairs uncovered);
   - on a compute capability 9.0 device (some plan names the wgmma kernel),
     the prefill path ran the wgmma kernel exactly on the cases with the
-    prefill-wgmma family's values (head dim 128, 16-bit or fp8 K/V, no
+    prefill-wgmma family's values (head dim 128, 16-bit or fp8 K/V, or head
+    dim 64, 16-bit K/V; no
     ALiBi), and fmha on all of its cases (unless --mma: then no case ran
     it).
 Exit 0 when all hold, 1 otherwise, printing each violation.
@@ -25,9 +26,11 @@ FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"d
                 "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set(),
                 "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"}}
 # The prefill path takes a wgmma kernel for head dim 128 with 16-bit or fp8
-# K/V and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma
+# K/V, and for head dim 64 with 16-bit K/V (the warp-specialised kernel),
+# and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma
 # family's cases, and those of the families made after it with its values.
 WGMMA_KV = {"F16", "BF16", "F8_E4M3", "F8_E5M2"}
+WGMMA_KV_D64 = {"F16", "BF16"}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
 
@@ -39,7 +42,9 @@ def read_list(path):
             if len(parts) >= 2 and all(t in FAMILY_PATHS for t in parts[1].split(",")):
                 families[parts[0]] = set(parts[1].split(","))
                 axes = dict(t.split("=", 1) for t in parts[2:] if "=" in t)
-                if axes.get("kv_dtype") in WGMMA_KV and axes.get("head_dim") == "128" and axes.get("alibi") != "on":
+                kv, dim = axes.get("kv_dtype"), axes.get("head_dim")
+                if ((kv in WGMMA_KV and dim == "128") or (kv in WGMMA_KV_D64 and dim == "64")) and \
+                        axes.get("alibi") != "on":
                     families[parts[0]].add("wgmma-values")
     return families
 

@@ -127,9 +127,10 @@ TEST_CASE("prefill: every dtype, head dims 64, 256, 192/128, GQA 1/8 and MQA") {
 
 TEST_CASE("prefill and fmha: attention sinks through every prefill kernel, with windows, softcap and huge sinks") {
   // The sink joins each row's max and sum in the kernels' epilogues
-  // (add_sink_row): BF16/F16 at d128 take the warp-specialised kernel on
-  // sm_90a, fp8 the older wgmma kernel, d64/d256 the mma.sync kernel, F32
-  // the CUDA-core one (PAGECHECK_ATTN_KERNEL=wgmma / mma choose others).
+  // (add_sink_row): BF16/F16 at d128 and BF16 at d64 take the
+  // warp-specialised kernel on sm_90a, fp8 too (PAGECHECK_WS_FP8=0: the
+  // older wgmma kernel), d256 the mma.sync kernel, F32 the CUDA-core one
+  // (PAGECHECK_ATTN_KERNEL=wgmma / mma choose others).
   std::uint64_t seed = 3100;
   struct Kernel {
     DType kv;

@@ -388,6 +388,8 @@ bool sm90_available() {
 }
 
 bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
+  // Head dim 64: the warp-specialised kernel only (this file's is built for 128).
+  if (view.kv.head_dim == 64 && view.kv.v_head_dim == 64) return sm90_ws_supports(view, contiguous);
   if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
   const DType kv = view.kv_dtype;
   if (contiguous) return kv == DType::BF16;
@@ -402,6 +404,9 @@ const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous) {
 
 Status launch_attn_sm90(AttnParams p, bool contiguous, cudaStream_t stream) {
   if (sm90_ws_supports(p.view, contiguous)) return launch_attn_sm90_ws(p, contiguous, stream);
+  if (p.view.kv.head_dim != 128 || p.view.kv.v_head_dim != 128)
+    return invalid_input("the sm_90a attention kernel is not built for head dim " + std::to_string(p.view.kv.head_dim) +
+                         "/" + std::to_string(p.view.kv.v_head_dim));
   if (contiguous) {
     if (p.view.kv_dtype == DType::BF16) return launch_traits<Sm90Traits<KvKind::BF16, true>>(p, stream);
   } else {

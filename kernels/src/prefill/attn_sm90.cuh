@@ -18,8 +18,9 @@ namespace pagecheck::gpu::attn {
 // that forces the portable kernel, for comparisons).
 bool sm90_available();
 
-// Cases the sm_90a kernel is built for: head dim 128 for K and V, K/V BF16,
-// F16, F8_E4M3 or F8_E5M2 (paged) or BF16 (contiguous, fmha).
+// Cases the sm_90a kernels are built for: head dim 128 for K and V, K/V BF16,
+// F16, F8_E4M3 or F8_E5M2 (paged) or BF16 (contiguous, fmha); head dim 64
+// where the warp-specialised kernel takes it (paged BF16 / F16).
 bool sm90_supports(const DeviceCaseView& view, bool contiguous);
 
 // Name of the tensor-core kernel that a prefill/fmha launch with this view
@@ -30,8 +31,8 @@ const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous);
 
 // Cases the warp-specialised sm_90a kernel (attn_sm90_ws.cu: tensor-copy
 // or row loads, intra-warpgroup overlap, ping-pong) takes: head dim 128,
-// K/V BF16 or F16 (contiguous: BF16; FP8 only with PAGECHECK_WS_FP8=1 until
-// measured), every block size, cache strides in multiples of 16 bytes and
+// K/V BF16 or F16 (contiguous: BF16), FP8 (paged; not under
+// PAGECHECK_WS_FP8=0), head dim 64 for paged BF16 / F16, every block size, cache strides in multiples of 16 bytes and
 // caches under 64 GiB for the row producer; not when PAGECHECK_ATTN_KERNEL
 // is "wgmma" (forces attn_sm90.cu's kernel, for comparisons).
 bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous);

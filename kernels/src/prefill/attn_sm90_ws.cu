@@ -1,7 +1,9 @@
 // attn_sm90_ws: the warp-specialised Hopper prefill / FMHA kernel (sm_90a).
 //
 //   attn_ws_kernel<WsTraits<KV, SRC>>
-//       KV BF16 / F16 (wgmma operands as stored), head dim 128 for K and V.
+//       KV BF16 / F16 (wgmma operands as stored), head dim 128 or 64 for K
+//       and V (WsTraits::DK; 64 for paged 16-bit caches), FP8 widened by
+//       the row producer (head dim 128).
 //       SRC (KvSource): PagedTma (pages of 32..256 slots, powers of two:
 //       whole tensor-copy boxes), PagedRows (any other page size: cp.async
 //       rows), Contiguous (the gather's workspace, fmha). Every other case
@@ -77,6 +79,12 @@
 #include "prefill/sm90_primitives.cuh"
 #include "prefill/wgmma_tile.cuh"
 
+// FP8 caches widen to F16 operands (1) or to BF16 ones (0: the form
+// measured before session 12, kept for A/B builds of the dev driver).
+#ifndef PAGECHECK_WS_FP8_F16
+#define PAGECHECK_WS_FP8_F16 1
+#endif
+
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
 namespace {
@@ -88,25 +96,37 @@ enum class KvSource {
   Contiguous,  // the gather's workspace (fmha): one 128-row box per tile
 };
 
-template <KvKind KV_, KvSource SRC_>
+template <KvKind KV_, KvSource SRC_, int DK_ = 128>
 struct WsTraits {
-  static constexpr int DK = 128;
-  static constexpr int DV = 128;
+  // Head dim 128 (two 64-dim column halves of 128-byte swizzled rows) or 64
+  // (one); K and V alike.
+  static constexpr int DK = DK_;
+  static constexpr int DV = DK_;
+  static constexpr int kHalves = DK / 64;
   static constexpr KvKind KV = KV_;
   static constexpr KvSource SRC = SRC_;
   static constexpr bool CONTIG = SRC == KvSource::Contiguous;
   static constexpr bool kTma = SRC != KvSource::PagedRows;
-  static constexpr bool kF16 = KV == KvKind::F16;  // operand type: F16, else BF16
-  // FP8 caches: the row producer widens each key's 128 bytes to BF16 on the
-  // way (tensor copies cannot convert); k_scale and v_scale are in
-  // logit_mul and out_scale as for every kernel.
+  // FP8 caches: the row producer widens each key's 128 bytes on the way
+  // (tensor copies cannot convert); k_scale and v_scale are in logit_mul
+  // and out_scale as for every kernel.
   static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
+  // Operand type: F16 for F16 caches and (PAGECHECK_WS_FP8_F16, default on)
+  // for FP8 ones, else BF16. F16 holds every E4M3/E5M2 value, and the
+  // widening is one conversion per pair against four to BF16 (through
+  // F16 and F32), which bound the FP8 producer (docs/performance.md,
+  // session 12). A BF16 query is then rounded to F16 as over an F16 cache.
+  static constexpr bool kF16 = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
   static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
   static constexpr int kBlockN = 128;              // keys per tile
-  static constexpr int kStages = 2;
+  // Head dim 64's tiles are half the size: a third stage fits.
+  static constexpr int kStages = DK == 64 ? 3 : 2;
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
+  // The row producer's lanes a key row (16-byte chunks of the cache's row):
+  // 16 at head dim 128 in 16 bits, 8 at 64 or for FP8 (128-byte rows).
+  static constexpr int kLanesPerRow = DK * (KV_ == KvKind::E4M3 || KV_ == KvKind::E5M2 ? 1 : 2) / 16;
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
@@ -141,6 +161,9 @@ struct WsTraits {
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
   static_assert(kBlockN == 128, "the row producer gives each of its 128 lanes one key of a tile");
   static_assert(!kFp8 || !kTma, "FP8 caches take the row producer (it widens them)");
+  static_assert(DK == 128 || DK == 64, "head dims 64 and 128");
+  static_assert(!kFp8 || DK == 128, "FP8 caches at head dim 128 only");
+  static_assert(!CONTIG || DK == 128, "the gather's workspace (fmha) is head dim 128");
 };
 
 // Clock stamps of the consumers' work tiles (a developer build:
@@ -325,7 +348,7 @@ __device__ __forceinline__ bool decode_work(const WsParams& wp, std::int64_t w, 
 
 // ---- producer: tensor copies ------------------------------------------------------
 
-// One K or V tile of key tile `kt` into `tile` (kBlockN rows x 128 dims, two
+// One K or V tile of key tile `kt` into `tile` (kBlockN rows x DK dims, DK / 64
 // column halves of 128-byte swizzled rows): whole boxes by tensor copy,
 // edge boxes row by row. A box is whole when its slots lie in [key_lo,
 // seq_len): keys in [key_hi, seq_len) are real (finite) keys that S masks,
@@ -353,9 +376,10 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
     for (int b = 0; b < p.boxes_per_tile; ++b) {
       if (!(edge_boxes & (1u << b))) continue;
       const std::int64_t box_page = __shfl_sync(0xffffffffu, page, b);
-      // Lanes 0-15 take the 16 chunks of one row, 16-31 those of the next.
-      for (int r = lane / 16; r < box_rows; r += 2) {
-        const int row = b * box_rows + r, key = key0 + row, chunk = lane % 16;
+      // kChunks lanes take the chunks of one row (16 at head dim 128: lanes
+      // 0-15 one row, 16-31 the next).
+      for (int r = lane / T::kChunks; r < box_rows; r += 32 / T::kChunks) {
+        const int row = b * box_rows + r, key = key0 + row, chunk = lane % T::kChunks;
         const bool valid = key >= k.key_lo && key < k.key_hi;
         std::int64_t offset;
         if constexpr (T::CONTIG)
@@ -371,12 +395,13 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
     __syncwarp();
   }
   const int whole = p.boxes_per_tile - __popc(edge_boxes);
-  if (lane == 0) mbar_arrive_expect_tx(full, static_cast<std::uint32_t>(whole * box_rows * 256));
-  // Lane 2 b + h copies column half h of box b: up to 16 boxes (pages of 8
-  // slots) in one instruction; one lane issuing them in turn held block 16
-  // at 221 TFLOP/s (8 x 2048) against 460 for block 64.
-  const int b = lane >> 1, half = lane & 1;
-  const std::int32_t box_page = __shfl_sync(0xffffffffu, page, b & 15);
+  if (lane == 0) mbar_arrive_expect_tx(full, static_cast<std::uint32_t>(whole * box_rows * T::DK * 2));
+  // Lane 2 b + h copies column half h of box b (head dim 64: lane b, box b):
+  // up to 16 boxes (pages of 8 slots) in one instruction; one lane issuing
+  // them in turn held block 16 at 221 TFLOP/s (8 x 2048) against 460 for
+  // block 64.
+  const int b = T::kHalves == 2 ? lane >> 1 : lane, half = T::kHalves == 2 ? lane & 1 : 0;
+  const std::int32_t box_page = __shfl_sync(0xffffffffu, page, b & 31);
   if (b < p.boxes_per_tile && !(edge_boxes & (1u << b))) {
     const int k0 = key0 + b * box_rows;
     const int slot = T::CONTIG ? k0 : k0 % p.a.view.kv.block_size;
@@ -404,30 +429,40 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
 // copies have landed. (docs/performance.md, ws8-ws10: 64-bit element
 // offsets through shared memory, read back per copy, took 26 dependent
 // instructions per 16-byte copy; a 32-bit row by shuffle, 8.)
+//
+// Head dim 64 (kLanes = 8: 128-byte rows): lanes 8 q .. 8 q + 7 copy row
+// 4 j + q at step j, 8 steps; lane i owns key 32 pw + 4 (i % 8) + i / 8, and
+// `dst_lane[q]` (q < 2) is row 32 pw + 4 q + lane / 8, chunk lane % 8. In
+// general kLanes lanes a row, R = 32 / kLanes rows a step, kLanes steps,
+// 8 / R destinations a lane (row + 8 i adds 1024 i).
+template <int kLanes>
 __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint32_t full, std::uint64_t chunk_base,
                                                   std::uint32_t my_row, std::uint32_t valid,
-                                                  const std::uint32_t (&dst_lane)[4]) {
-  std::uint32_t dst[4];
+                                                  const std::uint32_t (&dst_lane)[kLanes / 4]) {
+  static_assert(kLanes == 16 || kLanes == 8, "rows of 256 or 128 bytes");
+  constexpr int kDst = kLanes / 4;  // 8 / (32 / kLanes)
+  constexpr std::uint32_t kAll = (1u << kLanes) - 1;
+  std::uint32_t dst[kDst];
 #pragma unroll
-  for (int q = 0; q < 4; ++q) dst[q] = tile + dst_lane[q];
-  if (__all_sync(0xffffffffu, (valid & 0xffffu) == 0xffffu)) {
+  for (int q = 0; q < kDst; ++q) dst[q] = tile + dst_lane[q];
+  if (__all_sync(0xffffffffu, (valid & kAll) == kAll)) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 16);
+    for (int j = 0; j < kLanes; ++j) {
+      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, kLanes);
       std::uint64_t src;
       asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[j % 4] + (j / 4) * 1024), "l"(src)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst[j % kDst] + (j / kDst) * 1024), "l"(src)
                    : "memory");
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 16);
+    for (int j = 0; j < kLanes; ++j) {
+      const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, kLanes);
       std::uint64_t src;
       asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
       const int src_bytes = (valid >> j) & 1u ? 16 : 0;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst[j % 4] + (j / 4) * 1024), "l"(src),
-                   "r"(src_bytes)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst[j % kDst] + (j / kDst) * 1024),
+                   "l"(src), "r"(src_bytes)
                    : "memory");
     }
   }
@@ -467,14 +502,17 @@ __device__ __forceinline__ void stage_tile_rows_fp8(std::uint32_t slot, std::uin
   cp_async_commit();
 }
 
-template <KvKind KV, int kAfter>
+template <KvKind KV, bool kToF16, int kAfter>
 __device__ __forceinline__ void widen_staged_fp8(std::uint32_t tile, std::uint32_t full, std::uint32_t slot,
                                                  std::uint32_t slot_lane, const std::uint32_t (&dst_lane)[2][2]) {
   cp_async_wait<kAfter>();
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint4 lo, hi;
-    fp8x16_to_bf16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
+    if constexpr (kToF16)
+      fp8x16_to_f16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
+    else
+      fp8x16_to_bf16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
     st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
     st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
   }
@@ -539,9 +577,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
     // produce_tile_rows and stage_tile_rows_fp8 say why lanes own keys in this order: L lanes
     // copy a row, 32 / L rows a step.
-    constexpr int kLanesPerRow = T::kFp8 ? 8 : 16;
+    constexpr int kLanesPerRow = T::kLanesPerRow;
     const int my_key = 32 * pw + (32 / kLanesPerRow) * (lane % kLanesPerRow) + lane / kLanesPerRow;
-    std::uint32_t dst_lane[4];         // produce_tile_rows
+    std::uint32_t dst_lane[kLanesPerRow / 4];  // produce_tile_rows
     std::uint32_t dst_lane_fp8[2][2];  // widen_staged_fp8
     if constexpr (T::kFp8) {
 #pragma unroll
@@ -550,7 +588,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         for (int c = 0; c < 2; ++c) dst_lane_fp8[q][c] = sw128<kBlockN>(32 * pw + 4 * q + lane / 8, 2 * (lane % 8) + c);
     } else {
 #pragma unroll
-      for (int q = 0; q < 4; ++q) dst_lane[q] = sw128<kBlockN>(32 * pw + 2 * q + lane / 16, lane % 16);
+      for (int q = 0; q < kLanesPerRow / 4; ++q)
+        dst_lane[q] = sw128<kBlockN>(32 * pw + (32 / kLanesPerRow) * q + lane / kLanesPerRow, lane % kLanesPerRow);
     }
     // The caches' bases plus this lane's 16-byte chunk of a row.
     const std::uint64_t key_chunk =
@@ -577,9 +616,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const std::uint32_t full = pending.value ? v_full(s) : k_full(s);
       const std::uint32_t slot = staging + static_cast<std::uint32_t>(pending.staged & 1) * (T::kStagingBytes / 2);
       if (last)
-        widen_staged_fp8<T::KV, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
+        widen_staged_fp8<T::KV, T::kF16, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
       else
-        widen_staged_fp8<T::KV, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
+        widen_staged_fp8<T::KV, T::kF16, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
     };
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
@@ -594,8 +633,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           const int token0 = static_cast<int>(k.q_begin + k.row0 / group);
           const int head0 = k.kv_head * group;
           mbar_arrive_expect_tx(q_full(b), T::kQBytes);
-          tma_load_3d(dst, &p.query_map, q_full(b), 0, head0, token0);
-          tma_load_3d(dst + kBlockM * 128, &p.query_map, q_full(b), 64, head0, token0);
+#pragma unroll
+          for (int h = 0; h < T::kHalves; ++h)
+            tma_load_3d(dst + h * (kBlockM * 128), &p.query_map, q_full(b), 64 * h, head0, token0);
         }
         __syncwarp();
       }
@@ -673,9 +713,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           // Two calls, not a select of the base: a selected base sat in two
           // unpaired registers, and every address took a 64-bit add more.
           if (value) {
-            produce_tile_rows(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
+            produce_tile_rows<kLanesPerRow>(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
           } else {
-            produce_tile_rows(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
+            produce_tile_rows<kLanesPerRow>(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
           }
         }
       };
@@ -781,16 +821,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 #if PAGECHECK_WS_TRACE == 2
     long long loop_sum[5] = {0, 0, 0, 0, 0};
 #endif
-    float o[64];
+    float o[T::DV / 2];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) o[i] = 0.f;
+    for (int i = 0; i < T::DV / 2; ++i) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
-      issue_qk<T::kF16, kBlockM, kBlockN>(sacc, q_wg, q_lo_wg, ks, split_q);
+      issue_qk<T::kF16, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
     const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-      issue_pv<T::kF16, kBlockN>(o, pa, vs);
+      issue_pv<T::kF16, kBlockN, T::DV>(o, pa, vs);
     };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
@@ -984,8 +1024,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         if (lane == 0) {
           const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);
           const int head0 = k.kv_head * group;
-          tma_store_3d(&p.out_map, stage, 0, head0, token0);
-          tma_store_3d(&p.out_map, stage + kBlockM * 128, 64, head0, token0);
+#pragma unroll
+          for (int h = 0; h < T::kHalves; ++h)
+            tma_store_3d(&p.out_map, stage + h * (kBlockM * 128), 64 * h, head0, token0);
           bulk_commit();
         }
         out_pending = q_buf;
@@ -993,10 +1034,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         store_lse();
       } else {
         __syncwarp();
-        uint4 v[8];
+        // kOutLanes lanes a row (16 at head dim 128, 8 at 64), kOutStep rows
+        // a step, 16 / kOutStep steps for the warp's 16 rows.
+        constexpr int kOutLanes = T::DV * 2 / 16, kOutStep = 32 / kOutLanes, kOutSteps = 16 / kOutStep;
+        uint4 v[kOutSteps];
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const int r = 2 * i + lane / 16, chunk = lane % 16;
+        for (int i = 0; i < kOutSteps; ++i) {
+          const int r = kOutStep * i + lane / kOutLanes, chunk = lane % kOutLanes;
           v[i] = ld_shared16(stage + (chunk >> 3) * (kBlockM * 128) + r * 128 + (((chunk & 7) ^ (r & 7)) << 4));
         }
         __syncwarp();
@@ -1014,21 +1058,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         if (!p.q_tma) named_sync(kQBar + wg, 128);
         if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
         WS_TRACE_EPI(12);
-        // Row 2 i + lane / 16 of this warp is token tok, query head
-        // kv_head * group + rem: one division for the first row, then steps of
-        // two rows (a division per row cost ~45 instructions with a reciprocal).
-        char* out = static_cast<char*>(view.output) + (lane % 16) * 16;
-        const int row_first = k.row0 + wg_row + lane / 16;
+        // Row kOutStep i + lane / kOutLanes of this warp is token tok, query
+        // head kv_head * group + rem: one division for the first row, then
+        // steps of kOutStep rows (a division per row cost ~45 instructions
+        // with a reciprocal).
+        char* out = static_cast<char*>(view.output) + (lane % kOutLanes) * 16;
+        const int row_first = k.row0 + wg_row + lane / kOutLanes;
         int tok = static_cast<int>(fast_div(static_cast<std::uint32_t>(row_first), p.div_group));
         int rem = row_first - tok * group;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
+        for (int i = 0; i < kOutSteps; ++i) {
           if (i > 0) {
-            rem += 2;
-            if (rem >= group) rem -= group, ++tok;
-            if (rem >= group) rem -= group, ++tok;  // group 1
+            rem += kOutStep;
+#pragma unroll
+            for (int s = 0; s < kOutStep; ++s)  // a group smaller than the step takes several
+              if (rem >= group) rem -= group, ++tok;
           }
-          if (row_first + 2 * i < k.rows_total) {
+          if (row_first + kOutStep * i < k.rows_total) {
             const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;
             *reinterpret_cast<uint4*>(out + o_row * (T::DV * 2)) = v[i];
           }
@@ -1091,18 +1137,19 @@ EncodeTiled encode_tiled() {
 
 // A 4-D map of 16-bit elements over (dim, slot, head, block), or (dim,
 // head, slot, block) when `head_inner` (strides ascending either way), with
-// the given element strides; boxes of 64 dims x box_rows slots x 1 head x 1
-// block, 128-byte swizzle: box rows land 128 bytes apart in either order.
-Status make_map(CUtensorMap& map, bool f16, const void* base, std::int64_t slots, std::int64_t heads,
-                std::int64_t blocks, std::int64_t slot_stride, std::int64_t head_stride, std::int64_t block_stride,
-                int box_rows, bool head_inner) {
+// the given element strides, rows of `dims` elements; boxes of 64 dims x
+// box_rows slots x 1 head x 1 block, 128-byte swizzle: box rows land 128
+// bytes apart in either order.
+Status make_map(CUtensorMap& map, bool f16, const void* base, int dims_per_row, std::int64_t slots,
+                std::int64_t heads, std::int64_t blocks, std::int64_t slot_stride, std::int64_t head_stride,
+                std::int64_t block_stride, int box_rows, bool head_inner) {
   EncodeTiled encode = encode_tiled();
   if (encode == nullptr) return invalid_input("cuTensorMapEncodeTiled is not available from the driver");
   // One head: its stride is never stepped; give it a legal value.
   if (heads == 1) head_stride = head_inner ? slot_stride : block_stride;
   const cuuint64_t n_slot = static_cast<cuuint64_t>(slots), n_head = static_cast<cuuint64_t>(heads);
   const cuuint64_t s_slot = static_cast<cuuint64_t>(slot_stride) * 2, s_head = static_cast<cuuint64_t>(head_stride) * 2;
-  const cuuint64_t dims[4] = {128, head_inner ? n_head : n_slot, head_inner ? n_slot : n_head,
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dims_per_row), head_inner ? n_head : n_slot, head_inner ? n_slot : n_head,
                               static_cast<cuuint64_t>(blocks)};
   const cuuint64_t strides[3] = {head_inner ? s_head : s_slot, head_inner ? s_slot : s_head,
                                  static_cast<cuuint64_t>(block_stride) * 2};
@@ -1141,15 +1188,17 @@ int l2_bytes() {
   return bytes;
 }
 
-// A 3-D map of 16-bit elements over (dim, query head, token) rows of 128
-// dims (the query, or an output of its shape), boxes of 64 dims x `group`
-// heads x `box_tokens` tokens, 128-byte swizzle (the Q buffer's layout).
-bool make_token_rows_map(CUtensorMap& map, bool f16, void* base, std::int64_t q_heads, std::int64_t num_tokens,
-                         int group, int box_tokens, CUtensorMapL2promotion promotion) {
+// A 3-D map of 16-bit elements over (dim, query head, token) rows of `dim`
+// (128 or 64) dims (the query, or an output of its shape), boxes of 64 dims
+// x `group` heads x `box_tokens` tokens, 128-byte swizzle (the Q buffer's
+// layout).
+bool make_token_rows_map(CUtensorMap& map, bool f16, void* base, int dim, std::int64_t q_heads,
+                         std::int64_t num_tokens, int group, int box_tokens, CUtensorMapL2promotion promotion) {
   EncodeTiled encode = encode_tiled();
   if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(q_heads), static_cast<cuuint64_t>(num_tokens)};
-  const cuuint64_t strides[2] = {128 * 2, static_cast<cuuint64_t>(q_heads) * 128 * 2};
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(dim), static_cast<cuuint64_t>(q_heads),
+                              static_cast<cuuint64_t>(num_tokens)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(dim) * 2, static_cast<cuuint64_t>(q_heads) * dim * 2};
   const cuuint32_t box[3] = {64, static_cast<cuuint32_t>(group), static_cast<cuuint32_t>(box_tokens)};
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   return encode(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides,
@@ -1162,6 +1211,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   WsParams p{};
   p.a = a;
   const DeviceCaseView& view = a.view;
+  // make_params splits an F16 query over BF16 operands; FP8 caches here
+  // have F16 operands (WsTraits::kF16), which hold an F16 query whole.
+  if constexpr (T::kFp8) p.a.split_query = view.query_dtype == DType::F32 || (view.query_dtype == DType::F16 && !T::kF16);
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * a.group;
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
   p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
@@ -1171,10 +1223,10 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.box_rows = T::kBlockN;
     p.head_inner = 1;
     const std::int64_t h = view.kv.kv_heads;
-    PC_TRY(make_map(p.key_map, T::kF16, a.contig_key, a.contig_capacity, h, view.kv.num_seqs, h * 128, 128,
-                    a.contig_capacity * h * 128, p.box_rows, true));
-    PC_TRY(make_map(p.value_map, T::kF16, a.contig_value, a.contig_capacity, h, view.kv.num_seqs, h * 128, 128,
-                    a.contig_capacity * h * 128, p.box_rows, true));
+    PC_TRY(make_map(p.key_map, T::kF16, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
+                    a.contig_capacity * h * T::DK, p.box_rows, true));
+    PC_TRY(make_map(p.value_map, T::kF16, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
+                    T::DV, a.contig_capacity * h * T::DV, p.box_rows, true));
   } else if constexpr (T::kTma) {
     p.box_rows = view.kv.block_size < T::kBlockN ? view.kv.block_size : T::kBlockN;
     const CacheStrides& ks = view.kv.key_strides;
@@ -1184,9 +1236,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.head_inner = ks.head < ks.slot && vs.head < vs.slot;
     if (!p.head_inner && (ks.head < ks.slot || vs.head < vs.slot))
       return invalid_input("key and value caches with different layouts are not built for the tensor-copy kernel");
-    PC_TRY(make_map(p.key_map, T::kF16, view.kv.key_data, view.kv.block_size, view.kv.kv_heads, view.kv.num_blocks,
-                    ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
-    PC_TRY(make_map(p.value_map, T::kF16, view.kv.value_data, view.kv.block_size, view.kv.kv_heads,
+    PC_TRY(make_map(p.key_map, T::kF16, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
+                    view.kv.num_blocks, ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
+    PC_TRY(make_map(p.value_map, T::kF16, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
   p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
@@ -1227,18 +1279,18 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   {
     const DType operand = T::kF16 ? DType::F16 : DType::BF16;
     const int group = a.group;
-    p.q_tma = !a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
+    p.q_tma = !p.a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
               T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
-    if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16, const_cast<void*>(view.query), view.q_heads,
+    if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16, const_cast<void*>(view.query), T::DK, view.q_heads,
                                         view.num_tokens, group, T::kBlockM / group, CU_TENSOR_MAP_L2_PROMOTION_L2_256B))
       p.q_tma = 0;  // the consumers load it
     // The output by tensor copies (o_tma): 16-bit, in rows of the query's
-    // shape (tokens x query heads x 128), from the Q buffers the producer
+    // shape (tokens x query heads x DV), from the Q buffers the producer
     // fills, whole tokens' groups in a warp's 16 rows.
     const bool out16 = view.output_dtype == DType::BF16 || view.output_dtype == DType::F16;
     p.o_tma = p.q_tma && out16 && 16 % group == 0 && sm90_ws_out_tma_enabled() &&
               reinterpret_cast<std::uintptr_t>(view.output) % 16 == 0;
-    if (p.o_tma && !make_token_rows_map(p.out_map, view.output_dtype == DType::F16, view.output, view.q_heads,
+    if (p.o_tma && !make_token_rows_map(p.out_map, view.output_dtype == DType::F16, view.output, T::DV, view.q_heads,
                                         view.num_tokens, group, 16 / group, CU_TENSOR_MAP_L2_PROMOTION_NONE))
       p.o_tma = 0;  // the consumers store it
   }
@@ -1318,14 +1370,16 @@ bool sm90_ws_uses_tma(int block_size, DType kv_dtype) {
   return block_size >= min_block && block_size >= 8 && (block_size & (block_size - 1)) == 0;
 }
 
-// FP8 caches in this kernel (the row producer widening them) are built but
-// not yet measured on a GPU (session 5 had no device time left for them):
-// until they are, they take attn_sm90.cu's kernel unless
-// PAGECHECK_WS_FP8=1 (a developer knob, read once) asks for this one.
+// FP8 caches take this kernel (its row producer stages raw tiles by
+// cp.async a tile ahead and widens them to F16): on the H100 in session 12
+// the staged producer (then widening to BF16) beat attn_sm90.cu's kernel at
+// 8 x 2048 (355 against 306 TFLOP/s), 16 x 512 (242 / 164) and chunked
+// (394 / 374), and lost at 1 x 8192 (390 / 418). PAGECHECK_WS_FP8=0 (a
+// developer knob, read once) sends FP8 caches to attn_sm90.cu's kernel.
 bool sm90_ws_fp8_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("PAGECHECK_WS_FP8");
-    return v != nullptr && std::strcmp(v, "1") == 0;
+    return v == nullptr || std::strcmp(v, "0") != 0;
   }();
   return on;
 }
@@ -1348,7 +1402,11 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
     return force != nullptr && std::strcmp(force, "wgmma") == 0;
   }();
   if (forced_v3) return false;
-  if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
+  // Head dim 128; head dim 64 for 16-bit paged caches (fmha's gather is
+  // built for 128 only, FP8 widening for 128 rows).
+  const bool d128 = view.kv.head_dim == 128 && view.kv.v_head_dim == 128;
+  const bool d64 = view.kv.head_dim == 64 && view.kv.v_head_dim == 64;
+  if (!d128 && !(d64 && !contiguous && (view.kv_dtype == DType::BF16 || view.kv_dtype == DType::F16))) return false;
   // A driver without the tensor-map encoder: attn_sm90.cu's kernel instead.
   if (encode_tiled() == nullptr) return false;
   const bool fp8 = view.kv_dtype == DType::F8_E4M3 || view.kv_dtype == DType::F8_E5M2;
@@ -1377,6 +1435,16 @@ Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
   const bool tma = sm90_ws_uses_tma(p.view.kv.block_size, p.view.kv_dtype);
   if (contiguous) {
     if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::Contiguous>>(p, stream);
+  } else if (p.view.kv.head_dim == 64) {
+    switch (p.view.kv_dtype) {
+      case DType::BF16:
+        return tma ? launch_ws<WsTraits<KvKind::BF16, KvSource::PagedTma, 64>>(p, stream)
+                   : launch_ws<WsTraits<KvKind::BF16, KvSource::PagedRows, 64>>(p, stream);
+      case DType::F16:
+        return tma ? launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma, 64>>(p, stream)
+                   : launch_ws<WsTraits<KvKind::F16, KvSource::PagedRows, 64>>(p, stream);
+      default: break;
+    }
   } else {
     switch (p.view.kv_dtype) {
       case DType::BF16:

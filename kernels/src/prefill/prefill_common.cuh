@@ -246,6 +246,26 @@ __device__ __forceinline__ void load_q_chunk(const QTileSource& q, int row, int 
   }
 }
 
+// Sixteen FP8 values (one 16-byte load) into two 16-byte F16 chunks: one
+// conversion per pair (F16 holds every E4M3/E5M2 value exactly; the
+// warp-specialised kernel's F16 operands for FP8 caches).
+template <KvKind KV>
+__device__ __forceinline__ void fp8x16_to_f16(uint4 raw, uint4& lo, uint4& hi) {
+  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  std::uint32_t out[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * half));
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, KV == KvKind::E4M3 ? __NV_E4M3 : __NV_E5M2);
+      out[2 * i + half] = static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
+    }
+  }
+  lo = make_uint4(out[0], out[1], out[2], out[3]);
+  hi = make_uint4(out[4], out[5], out[6], out[7]);
+}
+
 // Sixteen FP8 values (one 16-byte load) into two 16-byte BF16 chunks. Exact:
 // every E4M3/E5M2 value is representable in F16 and then in BF16.
 template <KvKind KV>

@@ -16,20 +16,22 @@
 
 namespace pagecheck::gpu::attn {
 
-// S = Q K^T (or S += Q_lo K^T after it for a split query): 8 k-steps of 16
-// dims over 128-byte swizzled Q (kRowsQ rows a column half) and K (kKeys).
-template <bool kF16, int kRowsQ, int kKeys>
+// S = Q K^T (or S += Q_lo K^T after it for a split query): kDK / 16
+// k-steps of 16 dims over 128-byte swizzled Q (kRowsQ rows a 64-dim column
+// half) and K (kKeys).
+template <bool kF16, int kRowsQ, int kKeys, int kDK = 128>
 __device__ __forceinline__ void issue_qk(float (&s)[64], std::uint32_t q_wg, std::uint32_t q_lo_wg, std::uint32_t ks,
                                          bool split_q) {
+  static_assert(kDK == 64 || kDK == 128, "head dims of one or two 64-dim column halves");
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
+  for (int kk = 0; kk < kDK / 16; ++kk) {
     const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
     const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
     wgmma_ss<kF16>(s, da, db, kk > 0);
   }
   if (split_q) {
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
+    for (int kk = 0; kk < kDK / 16; ++kk) {
       const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
       const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
       wgmma_ss<kF16>(s, da, db, true);
@@ -38,9 +40,11 @@ __device__ __forceinline__ void issue_qk(float (&s)[64], std::uint32_t q_wg, std
 }
 
 // O += P V: k-steps of 16 keys; V is MN-major (dims contiguous): leading
-// byte offset = the second 64-dim column half, stride = 8 keys.
-template <bool kF16, int kKeys>
-__device__ __forceinline__ void issue_pv(float (&o)[64], const std::uint32_t (&pa)[kKeys / 16][4], std::uint32_t vs) {
+// byte offset = the second 64-dim column half, stride = 8 keys. kDV 128
+// (m64n128, O 64 floats a thread) or 64 (m64n64, 32).
+template <bool kF16, int kKeys, int kDV = 128>
+__device__ __forceinline__ void issue_pv(float (&o)[kDV / 2], const std::uint32_t (&pa)[kKeys / 16][4],
+                                         std::uint32_t vs) {
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kKeys * 128, 1024);
@@ -131,10 +135,11 @@ __device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2],
 }
 
 // O's rows times their rescale factors, skipped when no row of the warp moved.
-__device__ __forceinline__ void rescale_o(float (&o)[64], const float (&alphas)[2]) {
+template <int N>
+__device__ __forceinline__ void rescale_o(float (&o)[N], const float (&alphas)[2]) {
   if (__any_sync(0xffffffffu, alphas[0] != 1.f || alphas[1] != 1.f)) {
 #pragma unroll
-    for (int d = 0; d < 16; ++d) {
+    for (int d = 0; d < N / 4; ++d) {
       o[d * 4 + 0] *= alphas[0];
       o[d * 4 + 1] *= alphas[0];
       o[d * 4 + 2] *= alphas[1];
