@@ -18,6 +18,7 @@ over the default suite. Checks, per case:
 Exit 0 when all hold, 1 otherwise, printing each violation.
 """
 import json
+import re
 import sys
 
 # "kernel" takes every axis value (the reference and --kernel libraries): no
@@ -34,6 +35,20 @@ WGMMA_KV_D64 = {"F16", "BF16"}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
 
+def takes_wgmma(kv, dim, alibi):
+    return ((kv in WGMMA_KV and dim == "128") or (kv in WGMMA_KV_D64 and dim == "64")) and not alibi
+
+
+def geometry_takes_wgmma(geometry):
+    """A fixed case's geometry line ("... d64, bs16, q BF16, kv BF16, ..."):
+    whether its values are the wgmma kernels'."""
+    dim = re.search(r"\bd(\d+)(?:/(\d+))?\b", geometry)
+    kv = re.search(r"\bkv (\w+)", geometry)
+    if not dim or not kv or (dim.group(2) and dim.group(2) != dim.group(1)):
+        return False
+    return takes_wgmma(kv.group(1), dim.group(1), "alibi" in geometry.lower())
+
+
 def read_list(path):
     families = {}
     with open(path) as f:
@@ -42,9 +57,9 @@ def read_list(path):
             if len(parts) >= 2 and all(t in FAMILY_PATHS for t in parts[1].split(",")):
                 families[parts[0]] = set(parts[1].split(","))
                 axes = dict(t.split("=", 1) for t in parts[2:] if "=" in t)
-                kv, dim = axes.get("kv_dtype"), axes.get("head_dim")
-                if ((kv in WGMMA_KV and dim == "128") or (kv in WGMMA_KV_D64 and dim == "64")) and \
-                        axes.get("alibi") != "on":
+                if not axes:
+                    families[parts[0]].add("fixed")  # no axis values listed: read the report's geometry
+                elif takes_wgmma(axes.get("kv_dtype"), axes.get("head_dim"), axes.get("alibi") == "on"):
                     families[parts[0]].add("wgmma-values")
     return families
 
@@ -78,7 +93,8 @@ def main(argv):
                 problems.append(f"{name}: {path} is {status}, no family of it takes the case")
             if hopper and path == "prefill" and status == "pass":
                 wgmma = "wgmma" in (p.get("plan") or "")
-                want = ("prefill-wgmma" in fam or "wgmma-values" in fam) and not mma
+                want = ("prefill-wgmma" in fam or "wgmma-values" in fam or
+                        ("fixed" in fam and geometry_takes_wgmma(case.get("geometry", "")))) and not mma
                 if wgmma != want:
                     problems.append(f"{name}: prefill ran {'wgmma' if wgmma else 'mma.sync'}, expected "
                                     f"{'wgmma' if want else 'mma.sync'}")

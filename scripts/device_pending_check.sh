@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Session 11 (2026-12-06) ran it on an H100 over 9dc420a (every test,
-# the 154-case suite, the dev checks: all clean; docs/performance.md,
-# session 11). Pending now:
-#   the ws kernel's FP8 producer staging raw tiles by cp.async a tile ahead
-#            of their widening (PAGECHECK_WS_FP8=1: tgp_ws_fp8,
-#            dev_check_ws_fp8, the dev driver's small cases under memcheck
-#            and racecheck, and the FP8 bench with and without the knob;
-#            before: 305 TFLOP/s at 8 x 2048 against BF16's 510).
+# GPU. Session 12 (2026-12-06): the warp-specialised prefill kernel at head
+# dim 64 (its dev-driver checks passed; the product's GPU tests and suite
+# not yet) and FP8 caches on that kernel by default, widened to F16
+# operands (PAGECHECK_WS_FP8=0: attn_sm90.cu's kernel, as before): every
+# GPU test with the defaults and with PAGECHECK_WS_FP8=0, the dev driver's
+# checks, its small cases under memcheck and racecheck, and the prefill
+# bench at head dims 64 and 256 and with an E4M3 cache under both kernels
+# (before: H100, session 12 call 1: d64 208.3 TFLOP/s at 8 x 2048 on
+# mma.sync; E4M3 306.1 on attn_sm90.cu's kernel, 355.0 on the ws kernel
+# widening to BF16).
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
@@ -79,20 +81,21 @@ do_run() {
   [ -x "$EXT/tests/gpu/test_gpu_external" ] && s test_gpu_external "$EXT/tests/gpu/test_gpu_external" &
   s dev_check_default prefill_dev check &
   PAGECHECK_WS_TMA_MIN=1024 s dev_check_rows prefill_dev check &
-  PAGECHECK_WS_FP8=1 s dev_check_ws_fp8 prefill_dev check &
-  PAGECHECK_WS_FP8=1 s tgp_ws_fp8 test_gpu_prefill &
+  PAGECHECK_WS_FP8=0 s dev_check_fp8_wgmma prefill_dev check &
+  PAGECHECK_WS_FP8=0 s tgp_fp8_wgmma test_gpu_prefill &
   s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
   s suite_split64 pagecheck run --paths reference,direct,split,auto --plan split:64:100 --no-timing --require-gpu \
     --json "$OUT/suite_split64.json" &
   wait
-  # The FP8 ws kernel's staging (cp.async into staging slots, read back by the
-  # lane that copied) under the sanitizers, on the dev driver's small cases.
+  # The ws kernel's FP8 staging (cp.async into staging slots, read back by
+  # the lane that copied) and head dim 64 under the sanitizers, on the dev
+  # driver's small cases.
   for tool in memcheck racecheck; do
-    PAGECHECK_WS_FP8=1 s "san_ws_fp8_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 prefill_dev small
+    s "san_ws_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 prefill_dev small
   done
-  for extra in "--head-dim 64" "--head-dim 256" "--kv-dtype F8_E4M3" "--kv-dtype F8_E4M3 --ws-fp8"; do
-    local tag=${extra// /_} ws=0
-    [ "${extra% --ws-fp8}" != "$extra" ] && ws=1 && extra=${extra% --ws-fp8}
+  for extra in "--head-dim 64" "--head-dim 256" "--kv-dtype F8_E4M3" "--kv-dtype F8_E4M3 --fp8-wgmma"; do
+    local tag=${extra// /_} ws=1
+    [ "${extra% --fp8-wgmma}" != "$extra" ] && ws=0 && extra=${extra% --fp8-wgmma}
     PAGECHECK_WS_FP8=$ws timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks $extra \
       >"$OUT/bench$tag.log" 2>&1
     echo "bench prefill $extra (PAGECHECK_WS_FP8=$ws): $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench$tag.log")" |

@@ -188,7 +188,9 @@ EOF
 
 # How strong soak is (issue 21, part 3): the control and each mutant binary
 # of scripts/mutants/build.sh (built from a tree that has soak) soak for
-# MUTANT_SECONDS (default 90) with --stop-on-failure, JOBS (default 4) at a
+# MUTANT_SECONDS (default 90; MUTANT_GRACE, default 300, more before a
+# hung one is stopped; MUTANTS, an extended regular expression, picks
+# binaries by name) with --stop-on-failure, JOBS (default 4) at a
 # time on the one GPU, each capped at 1/JOBS of the device memory
 # (PAGECHECK_DEVICE_MEMORY_LIMIT) so that their huge pools fit side by side.
 # A mutant is killed when its soak fails where the control's does not; the
@@ -207,8 +209,8 @@ do_mutants() {
   minutes=$(awk "BEGIN { print $seconds / 60 }")
   total_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{ print int($1 / 1024) }')
   local cap="$((total_gib * 9 / 10 / jobs))G"
-  ls "$bin" | grep -v '^test_' | xargs -P "$jobs" -I{} sh -c \
-    "PAGECHECK_DEVICE_MEMORY_LIMIT=$cap timeout $((seconds + 300)) '$bin/{}' soak --minutes $minutes \
+  ls "$bin" | grep -v '^test_' | grep -E "${MUTANTS:-.}" | xargs -P "$jobs" -I{} sh -c \
+    "PAGECHECK_DEVICE_MEMORY_LIMIT=$cap timeout $((seconds + ${MUTANT_GRACE:-300})) '$bin/{}' soak --minutes $minutes \
        --seed ${SOAK_SEED:-1} --stop-on-failure --no-reduce -q --json '$OUT/mutants/{}.json' \
        --save-failing '$OUT/mutants/{}' >'$OUT/mutants/{}.log' 2>&1; echo \$? >'$OUT/mutants/{}.rc'"
   {

@@ -154,7 +154,7 @@ __device__ __forceinline__ void produce_tile(const AttnParams& p, std::uint32_t 
       for (int b = 0; b < kBatch; ++b) {
         const int row = 32 * pw + (j0 + b) * kRowsPerStep + lane / kSrcChunks, src_chunk = lane % kSrcChunks;
         uint4 lo, hi;
-        fp8x16_to_bf16<T::KV>(raw[b], lo, hi);
+        fp8x16_widen<T::KV>(raw[b], lo, hi);
         st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk), lo);
         st_shared16(tile_smem + sw128<T::kBlockN>(row, 2 * src_chunk + 1), hi);
       }

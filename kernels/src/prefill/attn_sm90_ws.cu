@@ -79,10 +79,13 @@
 #include "prefill/sm90_primitives.cuh"
 #include "prefill/wgmma_tile.cuh"
 
-// FP8 caches widen to F16 operands (1) or to BF16 ones (0: the form
-// measured before session 12, kept for A/B builds of the dev driver).
+// FP8 caches in the warp-specialised kernel widen to BF16 operands (0),
+// to F16 for both GEMMs (1: Q rounded to F16 by the consumers), or to BF16
+// for K and F16 for V (2); WsTraits::kF16K / kF16V. 0 and 1 were measured
+// in session 12 (docs/performance.md); the others stay for A/B builds of
+// the dev driver (scripts/build_prefill_dev.sh NAME -DPAGECHECK_WS_FP8_F16=N).
 #ifndef PAGECHECK_WS_FP8_F16
-#define PAGECHECK_WS_FP8_F16 1
+#define PAGECHECK_WS_FP8_F16 2
 #endif
 
 namespace pagecheck::gpu::attn {
@@ -111,12 +114,15 @@ struct WsTraits {
   // (tensor copies cannot convert); k_scale and v_scale are in logit_mul
   // and out_scale as for every kernel.
   static constexpr bool kFp8 = KV == KvKind::E4M3 || KV == KvKind::E5M2;
-  // Operand type: F16 for F16 caches and (PAGECHECK_WS_FP8_F16, default on)
-  // for FP8 ones, else BF16. F16 holds every E4M3/E5M2 value, and the
-  // widening is one conversion per pair against four to BF16 (through
-  // F16 and F32), which bound the FP8 producer (docs/performance.md,
-  // session 12). A BF16 query is then rounded to F16 as over an F16 cache.
-  static constexpr bool kF16 = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16);
+  // Operand types of S = Q K^T (kF16K) and O += P V (kF16V): F16 for F16
+  // caches, else BF16; FP8 caches as PAGECHECK_WS_FP8_F16 says. F16 holds
+  // every E4M3/E5M2 value, and widening to it is one conversion a pair
+  // against four to BF16 (through F16 and F32); F16 for K would make the
+  // consumers round a BF16 query to F16 themselves (no tensor copy of Q,
+  // nor of the output), which cost the short shapes more than the cheaper
+  // widening gained (docs/performance.md, session 12).
+  static constexpr bool kF16K = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 == 1);
+  static constexpr bool kF16V = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 >= 1);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
   static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
@@ -509,10 +515,7 @@ __device__ __forceinline__ void widen_staged_fp8(std::uint32_t tile, std::uint32
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
     uint4 lo, hi;
-    if constexpr (kToF16)
-      fp8x16_to_f16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
-    else
-      fp8x16_to_bf16<KV>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
+    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
     st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
     st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
   }
@@ -615,10 +618,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const std::uint32_t tile = (pending.value ? v_smem : k_smem) + s * T::kTileBytes;
       const std::uint32_t full = pending.value ? v_full(s) : k_full(s);
       const std::uint32_t slot = staging + static_cast<std::uint32_t>(pending.staged & 1) * (T::kStagingBytes / 2);
-      if (last)
-        widen_staged_fp8<T::KV, T::kF16, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
+      // V to the P V operand type, K to the Q K^T one; the last tile waits
+      // for all of its copies, the others leave the next tile's in flight.
+      if (pending.value && last)
+        widen_staged_fp8<T::KV, T::kF16V, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
+      else if (pending.value)
+        widen_staged_fp8<T::KV, T::kF16V, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
+      else if (last)
+        widen_staged_fp8<T::KV, T::kF16K, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
       else
-        widen_staged_fp8<T::KV, T::kF16, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
+        widen_staged_fp8<T::KV, T::kF16K, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
     };
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
@@ -804,11 +813,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     } else {
       // This warpgroup's 64 Q rows -> smem (operand type); rows past the
       // sequence's query are zeros. Its previous S GEMMs have completed.
-      const QTileSource qs = q_tile_source<T::kF16>(view, k.q_begin, k.kv_head, group, k.rows_total);
+      const QTileSource qs = q_tile_source<T::kF16K>(view, k.q_begin, k.kv_head, group, k.rows_total);
 #pragma unroll 2
       for (int i = wg_thread; i < 64 * T::kChunks; i += 128) {
         const int r = wg * 64 + i / T::kChunks, chunk = i % T::kChunks;
-        load_q_chunk<T::kF16, DK>(qs, k.row0 + r, chunk, q_smem + q_buf * T::kQBytes + sw128<kBlockM>(r, chunk),
+        load_q_chunk<T::kF16K, DK>(qs, k.row0 + r, chunk, q_smem + q_buf * T::kQBytes + sw128<kBlockM>(r, chunk),
                                   split_q, T::kQBytes);  // buffer 0 -> buffer 1
       }
       cp_async_commit();
@@ -827,10 +836,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
-      issue_qk<T::kF16, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
+      issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
     const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-      issue_pv<T::kF16, kBlockN, T::DV>(o, pa, vs);
+      issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
     };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
@@ -859,7 +868,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       softmax_rows_lazy(sacc, m, l, alphas, exp_scale);
     };
     const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
-      pack_p<T::kF16, kBlockN>(sacc, pa);
+      pack_p<T::kF16V, kBlockN>(sacc, pa);
     };
 
     const auto run_tiles = [&](auto softcap_c) {
@@ -1211,9 +1220,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   WsParams p{};
   p.a = a;
   const DeviceCaseView& view = a.view;
-  // make_params splits an F16 query over BF16 operands; FP8 caches here
-  // have F16 operands (WsTraits::kF16), which hold an F16 query whole.
-  if constexpr (T::kFp8) p.a.split_query = view.query_dtype == DType::F32 || (view.query_dtype == DType::F16 && !T::kF16);
+  // make_params splits an F16 query over BF16 operands; an FP8 cache here
+  // may have F16 ones for Q K^T (WsTraits::kF16K), which hold it whole.
+  if constexpr (T::kFp8) p.a.split_query = view.query_dtype == DType::F32 || (view.query_dtype == DType::F16 && !T::kF16K);
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * a.group;
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
   p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
@@ -1223,9 +1232,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.box_rows = T::kBlockN;
     p.head_inner = 1;
     const std::int64_t h = view.kv.kv_heads;
-    PC_TRY(make_map(p.key_map, T::kF16, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
+    PC_TRY(make_map(p.key_map, T::kF16K, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
                     a.contig_capacity * h * T::DK, p.box_rows, true));
-    PC_TRY(make_map(p.value_map, T::kF16, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
+    PC_TRY(make_map(p.value_map, T::kF16V, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
                     T::DV, a.contig_capacity * h * T::DV, p.box_rows, true));
   } else if constexpr (T::kTma) {
     p.box_rows = view.kv.block_size < T::kBlockN ? view.kv.block_size : T::kBlockN;
@@ -1236,9 +1245,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.head_inner = ks.head < ks.slot && vs.head < vs.slot;
     if (!p.head_inner && (ks.head < ks.slot || vs.head < vs.slot))
       return invalid_input("key and value caches with different layouts are not built for the tensor-copy kernel");
-    PC_TRY(make_map(p.key_map, T::kF16, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
+    PC_TRY(make_map(p.key_map, T::kF16K, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
-    PC_TRY(make_map(p.value_map, T::kF16, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
+    PC_TRY(make_map(p.value_map, T::kF16V, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
   p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
@@ -1277,11 +1286,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     }
   }
   {
-    const DType operand = T::kF16 ? DType::F16 : DType::BF16;
+    const DType operand = T::kF16K ? DType::F16 : DType::BF16;
     const int group = a.group;
     p.q_tma = !p.a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
               T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
-    if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16, const_cast<void*>(view.query), T::DK, view.q_heads,
+    if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16K, const_cast<void*>(view.query), T::DK, view.q_heads,
                                         view.num_tokens, group, T::kBlockM / group, CU_TENSOR_MAP_L2_PROMOTION_L2_256B))
       p.q_tma = 0;  // the consumers load it
     // The output by tensor copies (o_tma): 16-bit, in rows of the query's

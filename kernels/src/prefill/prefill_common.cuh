@@ -246,11 +246,12 @@ __device__ __forceinline__ void load_q_chunk(const QTileSource& q, int row, int 
   }
 }
 
-// Sixteen FP8 values (one 16-byte load) into two 16-byte F16 chunks: one
-// conversion per pair (F16 holds every E4M3/E5M2 value exactly; the
-// warp-specialised kernel's F16 operands for FP8 caches).
-template <KvKind KV>
-__device__ __forceinline__ void fp8x16_to_f16(uint4 raw, uint4& lo, uint4& hi) {
+// Sixteen FP8 values (one 16-byte load) into two 16-byte chunks of the
+// operand type, exactly: every E4M3/E5M2 value is representable in F16 and
+// then in BF16. To F16 (kToF16; the warp-specialised kernel's FP8 operands)
+// one conversion a pair; to BF16 four (to F16, to two F32, packed).
+template <KvKind KV, bool kToF16 = false>
+__device__ __forceinline__ void fp8x16_widen(uint4 raw, uint4& lo, uint4& hi) {
   const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
   std::uint32_t out[8];
 #pragma unroll
@@ -259,27 +260,12 @@ __device__ __forceinline__ void fp8x16_to_f16(uint4 raw, uint4& lo, uint4& hi) {
     for (int half = 0; half < 2; ++half) {
       const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * half));
       const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, KV == KvKind::E4M3 ? __NV_E4M3 : __NV_E5M2);
-      out[2 * i + half] = static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
-    }
-  }
-  lo = make_uint4(out[0], out[1], out[2], out[3]);
-  hi = make_uint4(out[4], out[5], out[6], out[7]);
-}
-
-// Sixteen FP8 values (one 16-byte load) into two 16-byte BF16 chunks. Exact:
-// every E4M3/E5M2 value is representable in F16 and then in BF16.
-template <KvKind KV>
-__device__ __forceinline__ void fp8x16_to_bf16(uint4 raw, uint4& lo, uint4& hi) {
-  const std::uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  std::uint32_t out[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const __nv_fp8x2_storage_t pair = static_cast<__nv_fp8x2_storage_t>(w[i] >> (16 * half));
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(pair, KV == KvKind::E4M3 ? __NV_E4M3 : __NV_E5M2);
-      const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h));
-      out[2 * i + half] = pack2<false>(v.x, v.y);
+      if constexpr (kToF16) {
+        out[2 * i + half] = static_cast<std::uint32_t>(h.x) | (static_cast<std::uint32_t>(h.y) << 16);
+      } else {
+        const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&h));
+        out[2 * i + half] = pack2<false>(v.x, v.y);
+      }
     }
   }
   lo = make_uint4(out[0], out[1], out[2], out[3]);
@@ -371,7 +357,7 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, std::uint32_t 
       uint4 raw = make_uint4(0, 0, 0, 0);
       if (offset >= 0) raw = __ldg(reinterpret_cast<const uint4*>(base + offset + src_chunk * 16));
       uint4 lo, hi;
-      fp8x16_to_bf16<T::KV>(raw, lo, hi);
+      fp8x16_widen<T::KV>(raw, lo, hi);
       st_shared16(tile_smem + swz<kChunks>(row, 2 * src_chunk), lo);
       st_shared16(tile_smem + swz<kChunks>(row, 2 * src_chunk + 1), hi);
     }
