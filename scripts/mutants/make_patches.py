@@ -35,7 +35,7 @@ EXPECT = {
     "13": ("prefill, fmha (wgmma: head dim 128)", "output vs reference: a softcap case at head dim 128"),
     "14": ("prefill, fmha (wgmma)", "output vs reference: head dim 128, GQA with 2+ KV heads"),
     "15": ("prefill, fmha (wgmma)", "output NaN (P = 0 times a poisoned slot): head dim 128"),
-    "16": ("prefill (wgmma)", "output vs reference: an F8_E5M2 cache at head dim 128"),
+    "16": ("prefill (wgmma-ws rows)", "output vs reference: an F8_E5M2 cache at head dim 128"),
     "17": ("prefill (wgmma)", "output vs reference on the huge case (> 2^31 elements; extra step)"),
     "18": ("fmha", "output vs reference (NaN once the harness poisons the workspace)"),
     "19": ("direct, split, auto, prefill, fmha", "graph check: changed lengths must change the output (new check)"),
@@ -154,10 +154,11 @@ mutant("15-sm90-read-past-seq-len",
         "        const bool valid = key >= key_lo && key < key_hi;\n        row_offsets[my_key]",
         "        const bool valid = key >= key_lo && key <= key_hi;\n        row_offsets[my_key]"))
 mutant("16-sm90-e5m2-as-e4m3",
-       "e5m2 decoded with the e4m3 rule: the wgmma producer widens every FP8 cache as E4M3",
-       ("kernels/src/prefill/attn_sm90.cu",
-        "        fp8x16_to_bf16<T::KV>(raw[b], lo, hi);",
-        "        fp8x16_to_bf16<KvKind::E4M3>(raw[b], lo, hi);"))
+       "e5m2 decoded with the e4m3 rule: the warp-specialised kernel's FP8 producer widens every FP8 cache as E4M3 "
+       "(FP8 caches take that kernel since session 12; before, attn_sm90.cu's producer)",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);",
+        "    fp8x16_widen<KvKind::E4M3, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);"))
 mutant("17-sm90-32bit-offsets",
        "32-bit offsets: the wgmma producer forms page * block stride in 32 bits (wraps past 2^31 elements)",
        ("kernels/src/prefill/attn_sm90.cu",
