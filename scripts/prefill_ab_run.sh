@@ -9,7 +9,9 @@
 # synccheck (SAN=0 skips them). Carry build-ab (gzip -9 of each binary) or
 # build-sm90dev. Then `prefill_dev quick` of every NAME in
 # turn, twice (A B A B): prefill and fmha at the bench shapes, blocks 16/64
-# (and 8 / 1 at 8 x 2048), TFLOP/s; QUICK=0 skips that (checks only).
+# (and 8 / 1 at 8 x 2048), TFLOP/s; QUICK=0 skips that (checks only);
+# MODE=dims or MODE=fp8 times the dev driver's head-dim-64 or E4M3 shapes
+# instead.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-devout}
@@ -39,6 +41,7 @@ fi
 for round in 1 2; do
   for n in "$@"; do
     echo "== $n (round $round)"
-    timeout 100 "build-sm90dev/prefill_dev_$n" quick 2>&1 | tee "$out/quick_${n}_$round.log" | grep -E "TFLOP|FAIL|rror"
+    timeout 100 "build-sm90dev/prefill_dev_$n" "${MODE:-quick}" 2>&1 | tee "$out/${MODE:-quick}_${n}_$round.log" |
+      grep -E "TFLOP|FAIL|rror"
   done
 done

@@ -5,17 +5,19 @@
 // independent chains; the CTA's warps count is the argument's list. Prints,
 // per warp count, cycles per warp instruction and results per SM per cycle.
 // Session 10 (H100): ex2 16 results per SM per cycle, ffma 125. Added then:
-// `poly`, 2^x of x <= 0 on the FMA pipe (exp2_poly3 below: the floor by a
+// `poly`, 2^x of x <= 0 on the FMA pipe (exp2_poly3, common/exp2_fma.cuh: the floor by a
 // rounding add, a degree-3 polynomial, the exponent added as an integer;
 // max relative error 7.5e-5, 50x below BF16's half ulp), and `mix`, half of
 // the chains on each unit: whether the FMA pipe can take a share of a
 // softmax's exponentials (FlashAttention-4's split), the lever for d64,
 // where a key tile's exponentials need as many cycles as its GEMMs.
-//   nvcc -O3 -arch=sm_90 kernels/src/dev/mufu_probe.cu -o mufu_probe; ./mufu_probe
+//   nvcc -O3 -arch=sm_90 -Ikernels/src kernels/src/dev/mufu_probe.cu -o mufu_probe; ./mufu_probe
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+
+#include "common/exp2_fma.cuh"
 
 namespace {
 
@@ -25,22 +27,9 @@ constexpr int kIters = 4096;
 enum Mode { kEx2, kFfma, kPoly, kMix };
 const char* mode_name(Mode m) { return m == kEx2 ? "ex2" : m == kFfma ? "ffma" : m == kPoly ? "poly" : "mix"; }
 
-// 2^x for x <= 0 without the special-function unit: x = j + f, j = floor(x)
-// (a round-down add of 1.5 * 2^23 leaves j in the low mantissa bits), 2^f
-// by a degree-3 polynomial fitted to the relative error on [0, 1) (max
-// 7.5e-5), and j added to the exponent bits. 0 below 2^-126, so a masked
-// key (-inf) gives exactly 0 as MUFU.EX2 does. Per result: 3 FADD and 3 FFMA
-// on the FMA pipe, a shift-add, a compare and a select.
-// 2^f on [0, 1) (host and device: the probe's accuracy check runs it too).
-__host__ __device__ __forceinline__ float poly3(float f) {
-  return fmaf(fmaf(fmaf(f, 0.078022814f, 0.226068619f), f, 0.695833501f), f, 0.999925166f);
-}
-__device__ __forceinline__ float exp2_poly3(float x) {
-  const float t = __fadd_rd(x, 12582912.f);  // below -126 the bits wrap; the select returns 0 there
-  const float f = x - (t - 12582912.f);
-  const float r = __int_as_float(__float_as_int(poly3(f)) + (__float_as_int(t) << 23));
-  return x < -126.f ? 0.f : r;
-}
+// exp2_poly3 (common/exp2_fma.cuh): 2^x on the FMA pipe.
+using pagecheck::gpu::exp2_poly3;
+using pagecheck::gpu::exp2_poly3_fraction;
 
 template <Mode kMode>
 __global__ void probe(float* out, long long* cycles, float seed) {
@@ -107,7 +96,7 @@ double poly_max_rel_error() {
   for (int i = 0; i <= 1300000; ++i) {
     const float x = -130.0f + i * 1e-4f;
     const float j = std::floor(x);
-    const double r = x < -126.f ? 0.0 : std::ldexp(static_cast<double>(poly3(x - j)), static_cast<int>(j));
+    const double r = x < -126.f ? 0.0 : std::ldexp(static_cast<double>(exp2_poly3_fraction(x - j)), static_cast<int>(j));
     const double ref = std::exp2(static_cast<double>(x));
     if (x >= -126.f) worst = std::fmax(worst, std::fabs(r - ref) / ref);
   }

@@ -87,6 +87,12 @@
 #ifndef PAGECHECK_WS_FP8_F16
 #define PAGECHECK_WS_FP8_F16 2
 #endif
+// Head dim 64: every Nth n8 block of a row's exponentials on the FMA pipe
+// (wgmma_tile.cuh, exp_row); 0 (the default): all on MUFU. A developer knob
+// for A/B builds until measured (docs/performance.md, session 12).
+#ifndef PAGECHECK_WS_EXP_POLY
+#define PAGECHECK_WS_EXP_POLY 0
+#endif
 
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
@@ -106,6 +112,7 @@ struct WsTraits {
   static constexpr int DK = DK_;
   static constexpr int DV = DK_;
   static constexpr int kHalves = DK / 64;
+  static constexpr int kPolyEvery = DK == 64 ? PAGECHECK_WS_EXP_POLY : 0;  // exp_row's split
   static constexpr KvKind KV = KV_;
   static constexpr KvSource SRC = SRC_;
   static constexpr bool CONTIG = SRC == KvSource::Contiguous;
@@ -865,7 +872,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             k.key_lo, k.key_hi, causal, window);
       // The lazy reference: O is rescaled only when a row's max grows by
       // 2^8 (+1.2-2.9% at the bench shapes on the H100, session 9).
-      softmax_rows_lazy(sacc, m, l, alphas, exp_scale);
+      softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, exp_scale);
     };
     const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
       pack_p<T::kF16V, kBlockN>(sacc, pa);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/exp2_fma.cuh"
 #include "prefill/prefill_common.cuh"
 #include "prefill/sm90_primitives.cuh"
 
@@ -82,12 +83,20 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int fir
 
 // Row h of this thread's S becomes exp2(S * exp_scale - ref) in place;
 // returns the thread's part of the row sum (two chains, half the latency).
+// kPolyEvery > 0: every kPolyEvery-th n8 block's exponentials run on the
+// FMA pipe (exp2_poly3) instead of MUFU, FlashAttention-4's split, for a
+// softmax whose exponentials bind (head dim 64; a developer knob until
+// measured: attn_sm90_ws.cu's PAGECHECK_WS_EXP_POLY).
+template <int kPolyEvery = 0>
 __device__ __forceinline__ float exp_row(float (&s)[64], int h, float exp_scale, float ref) {
+  const auto exp2_of = [](int nb, float x) {
+    return kPolyEvery > 0 && nb % kPolyEvery == kPolyEvery - 1 ? exp2_poly3(x) : fast_exp2(x);
+  };
   float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
   for (int nb = 0; nb < 16; ++nb) {
-    s[nb * 4 + 2 * h] = fast_exp2(fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
-    s[nb * 4 + 2 * h + 1] = fast_exp2(fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
+    s[nb * 4 + 2 * h] = exp2_of(nb, fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
+    s[nb * 4 + 2 * h + 1] = exp2_of(nb, fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
     sum_a += s[nb * 4 + 2 * h];
     sum_b += s[nb * 4 + 2 * h + 1];
   }
@@ -119,6 +128,7 @@ __device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], floa
 // rescale_o skips the warp's 64 multiplies when all of them are. m is the
 // reference, so m + log2(l) is the row's LSE (base 2) as before.
 constexpr float kLazySlack = 8.f;
+template <int kPolyEvery = 0>
 __device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2], float (&l)[2], float (&alphas)[2],
                                                   float exp_scale) {
 #pragma unroll
@@ -129,7 +139,7 @@ __device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2],
     const float ref = m_new == -INFINITY ? 0.f : m_new;  // a row with no key yet
     const float alpha = move ? fast_exp2(m[h] - ref) : 1.f;
     m[h] = m_new;
-    l[h] = l[h] * alpha + exp_row(s, h, exp_scale, ref);
+    l[h] = l[h] * alpha + exp_row<kPolyEvery>(s, h, exp_scale, ref);
     alphas[h] = alpha;
   }
 }
