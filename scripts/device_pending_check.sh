@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Session 12 (2026-12-06): the warp-specialised prefill kernel at head
-# dim 64 (its dev-driver checks passed; the product's GPU tests and suite
-# not yet) and FP8 caches on that kernel by default, widened to F16
-# operands (PAGECHECK_WS_FP8=0: attn_sm90.cu's kernel, as before): every
-# GPU test with the defaults and with PAGECHECK_WS_FP8=0, the dev driver's
-# checks, its small cases under memcheck and racecheck, and the prefill
-# bench at head dims 64 and 256 and with an E4M3 cache under both kernels
-# (before: H100, session 12 call 1: d64 208.3 TFLOP/s at 8 x 2048 on
-# mma.sync; E4M3 306.1 on attn_sm90.cu's kernel, 355.0 on the ws kernel
-# widening to BF16).
+# GPU. Pending after session 12 (2026-12-06): FP8 caches in the ws kernel
+# with K widened to BF16 and V to F16 (the dev driver's checks passed; the
+# product's GPU tests ran each half, not the mix); the shared query-tile
+# helpers (QueryTile::first_key_tile / end_key_tile / needs_mask) in all
+# three tensor-core kernels; and the A/B of PAGECHECK_WS_EXP_POLY (head
+# dim 64's exponentials partly on the FMA pipe: dev driver variants p3 and
+# p4 against the default, `prefill_dev dims` interleaved). Steps: every GPU
+# test with the defaults and with PAGECHECK_WS_FP8=0, the dev driver's
+# checks, its small cases under memcheck, racecheck, synccheck and
+# initcheck, the prefill bench at head dims 64 and 256 and with an E4M3
+# cache under both kernels (H100, session 12: d64 320.1, d256 179.3, E4M3
+# 367.7 (dev driver) and 305.9 (PAGECHECK_WS_FP8=0) TFLOP/s at 8 x 2048).
 # In halves:
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
@@ -45,11 +47,19 @@ do_build() {
   nice -n 10 ninja -C "$build" -j"${JOBS:-2}" pagecheck test_gpu_prefill test_gpu_decode test_gpu_core test_gpu_external ||
     exit 4
   scripts/build_prefill_dev.sh pending >/dev/null || exit 4
+  # A/B variants of the dev driver (VARIANTS="NAME:FLAGS ...", default the
+  # head-dim-64 exponential split at every 3rd and 4th n8 block).
+  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4}; do
+    scripts/build_prefill_dev.sh "${v%%:*}" ${v#*:} >/dev/null || exit 4
+  done
   mkdir -p "$build/carry"
   for f in app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core; do
     cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")" && gzip -f -9 "$build/carry/$(basename "$f")"
   done
   gzip -9 -c build-sm90dev/prefill_dev_pending >"$build/carry/prefill_dev.gz"
+  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4}; do
+    gzip -9 -c "build-sm90dev/prefill_dev_${v%%:*}" >"$build/carry/prefill_dev_${v%%:*}.gz"
+  done
   # test_gpu_external finds the example libraries relative to itself.
   tar czf "$build/carry/external.tgz" -C "$build" tests/gpu/test_gpu_external \
     $(cd "$build" && ls examples/external/*.so) || exit 4
@@ -90,7 +100,7 @@ do_run() {
   # The ws kernel's FP8 staging (cp.async into staging slots, read back by
   # the lane that copied) and head dim 64 under the sanitizers, on the dev
   # driver's small cases.
-  for tool in memcheck racecheck; do
+  for tool in memcheck racecheck synccheck initcheck; do
     s "san_ws_$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 prefill_dev small
   done
   for extra in "--head-dim 64" "--head-dim 256" "--kv-dtype F8_E4M3" "--kv-dtype F8_E4M3 --fp8-wgmma"; do
@@ -106,6 +116,22 @@ do_run() {
     tee -a "$OUT/summary.txt"
   timeout 100 prefill_dev quick >"$OUT/dev_quick.log" 2>&1
   grep TFLOP "$OUT/dev_quick.log" | tee -a "$OUT/summary.txt"
+  # The variants against the default at head dims 64 and 128, interleaved.
+  local variants
+  variants=$(cd "$BIN" && ls prefill_dev_* 2>/dev/null)
+  if [ -n "$variants" ]; then
+    for round in 1 2; do
+      for v in prefill_dev $variants; do
+        timeout 100 "$v" dims >"$OUT/dims_${v}_$round.log" 2>&1
+        grep -E "TFLOP|FAIL" "$OUT/dims_${v}_$round.log" | sed "s/^/$v r$round/" | tee -a "$OUT/summary.txt"
+      done
+    done
+    for v in $variants; do timeout 150 "$v" check >"$OUT/check_$v.log" 2>&1 & done
+    wait
+    for v in $variants; do
+      echo "check $v: $(grep -c FAIL "$OUT/check_$v.log") FAIL lines; $(tail -1 "$OUT/check_$v.log")" | tee -a "$OUT/summary.txt"
+    done
+  fi
   python3 - "$OUT/suite.json" "$OUT/suite_split64.json" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
 import collections, json, sys
 for path in sys.argv[1:]:

@@ -175,11 +175,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
   if (!block_query_tile<kBlockM>(p, qt)) return;
   const auto& [seq, q_begin, kv_head, row0, rows_total, seq_len, pos0, min_pos, max_pos, key_lo, key_hi, table_begin] =
       qt;
+  const int tile_first = qt.first_key_tile<kBlockN>(), num_tiles = qt.end_key_tile<kBlockN>() - tile_first;
   const int group = p.group;
-  const bool causal = view.causal;
-  const std::int64_t window = view.window;
-  const int tile_first = key_lo / kBlockN;
-  const int num_tiles = (key_hi + kBlockN - 1) / kBlockN - tile_first;
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t raw_base = smem_u32(smem_raw);
@@ -298,10 +295,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_sm90_kernel(const __grid_
       for (int e = 0; e < 64; ++e) sacc[e] = p.softcap_out * tanhf(sacc[e] * p.logit_mul);
     }
     const int n0 = kt * kBlockN;
-    const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
-                           (window > 0 && n0 <= max_pos - window);
-    if (need_mask) mask_tile(
-          sacc, n0, t, row0 + wg_row + g, [&](int r) { return pos0 + r / group; }, key_lo, key_hi, causal, window);
+    if (qt.needs_mask<kBlockN>(n0, view.causal, view.window))
+      mask_tile(
+          sacc, n0, t, row0 + wg_row + g, [&](int r) { return pos0 + r / group; }, key_lo, key_hi, view.causal,
+          view.window);
     float alphas[2];
     softmax_rows(sacc, m, l, alphas, exp_scale);
     rescale_o(o, alphas);

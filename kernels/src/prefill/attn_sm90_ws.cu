@@ -349,8 +349,8 @@ __device__ __forceinline__ WorkAhead fetch_work(const WsParams& wp, std::int64_t
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ bool finish_work(const WsParams& wp, const WorkAhead& a, Work& k) {
   if (!query_tile_from<kBlockM>(wp.a, a.seq, a.kv_head, a.tile, a.ld, k)) return false;
-  k.tile_first = k.key_lo / kBlockN;
-  k.num_tiles = (k.key_hi + kBlockN - 1) / kBlockN - k.tile_first;
+  k.tile_first = k.first_key_tile<kBlockN>();
+  k.num_tiles = k.end_key_tile<kBlockN>() - k.tile_first;
   return true;
 }
 
@@ -863,8 +863,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         for (int e = 0; e < 64; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
       }
       const int n0 = kt * kBlockN;
-      const bool need_mask = n0 + kBlockN > k.key_hi || n0 < k.key_lo ||
-                             (causal && n0 + kBlockN - 1 > k.min_pos) || (window > 0 && n0 <= k.max_pos - window);
+      const bool need_mask = k.needs_mask<kBlockN>(n0, causal, window);
       if (need_mask)
         mask_tile(
             sacc, n0, t, k.row0 + wg_row + g,

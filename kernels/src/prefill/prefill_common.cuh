@@ -399,6 +399,24 @@ struct QueryTile {
   int pos0 = 0, min_pos = 0, max_pos = 0;
   int key_lo = 0, key_hi = 0;
   std::int64_t table_begin = 0;  // the sequence's first block-table entry (query_tile<.., true>)
+
+  // The key tiles of kBlockN keys it sees: [first_key_tile, end_key_tile).
+  template <int kBlockN>
+  __device__ __forceinline__ int first_key_tile() const {
+    return key_lo / kBlockN;
+  }
+  template <int kBlockN>
+  __device__ __forceinline__ int end_key_tile() const {
+    return (key_hi + kBlockN - 1) / kBlockN;
+  }
+  // Whether key tile [n0, n0 + kBlockN) needs the mask: it crosses
+  // [key_lo, key_hi), a row's causal limit (the first row's position is the
+  // lowest) or a row's window start (the last row's is the highest).
+  template <int kBlockN>
+  __device__ __forceinline__ bool needs_mask(int n0, bool causal, std::int64_t window) const {
+    return n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
+           (window > 0 && n0 <= max_pos - window);
+  }
 };
 
 // The per-sequence values a query tile is decoded from, loaded apart from
@@ -486,11 +504,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
   if (!block_query_tile<kBlockM, !T::CONTIG>(p, qt)) return;
   const auto& [seq, q_begin, kv_head, row0, rows_total, seq_len, pos0, min_pos, max_pos, key_lo, key_hi, table_begin] =
       qt;
+  const int tile_first = qt.first_key_tile<kBlockN>(), tile_end = qt.end_key_tile<kBlockN>();
   const int group = p.group;
-  const bool causal = view.causal;
-  const std::int64_t window = view.window;
-  const int tile_first = key_lo / kBlockN;
-  const int tile_end = (key_hi + kBlockN - 1) / kBlockN;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t q_smem = smem_u32(smem);
@@ -621,9 +636,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocks) attn_kernel(const 
           for (int e = 0; e < 4; ++e) s[mb][nb][e] = p.softcap_out * tanhf(s[mb][nb][e] * p.logit_mul);
     }
     const int n0 = kt * kBlockN;
-    const bool need_mask = n0 + kBlockN > key_hi || n0 < key_lo || (causal && n0 + kBlockN - 1 > min_pos) ||
-                           (window > 0 && n0 <= max_pos - window);
-    if (need_mask) {
+    if (qt.needs_mask<kBlockN>(n0, view.causal, view.window)) {
+      const bool causal = view.causal;
+      const std::int64_t window = view.window;
 #pragma unroll
       for (int mb = 0; mb < kRB; ++mb)
 #pragma unroll

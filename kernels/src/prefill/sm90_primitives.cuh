@@ -104,19 +104,17 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], std::uint64_t a, std::u
     PC_WGMMA_SS("bf16", d, a, b, accumulate);
 #endif
 }
-template <bool kF16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b) {
+// D[64 x 2N] += A (registers) * B (smem): m64n128 for 64 accumulators a
+// thread (head dim 128's O), m64n64 for 32 (head dim 64's).
+template <bool kF16, int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N], const std::uint32_t (&a)[4], std::uint64_t b) {
+  static_assert(N == 64 || N == 32, "m64n128 or m64n64");
 #ifdef PAGECHECK_SM90A_DEVICE
-  if constexpr (kF16)
+  if constexpr (N == 64 && kF16)
     PC_WGMMA_RS("f16", d, a, b);
-  else
+  else if constexpr (N == 64)
     PC_WGMMA_RS("bf16", d, a, b);
-#endif
-}
-template <bool kF16>
-__device__ __forceinline__ void wgmma_rs(float (&d)[32], const std::uint32_t (&a)[4], std::uint64_t b) {
-#ifdef PAGECHECK_SM90A_DEVICE
-  if constexpr (kF16)
+  else if constexpr (kF16)
     PC_WGMMA_RS64("f16", d, a, b);
   else
     PC_WGMMA_RS64("bf16", d, a, b);

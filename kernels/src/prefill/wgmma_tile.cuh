@@ -90,7 +90,8 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int fir
 template <int kPolyEvery = 0>
 __device__ __forceinline__ float exp_row(float (&s)[64], int h, float exp_scale, float ref) {
   const auto exp2_of = [](int nb, float x) {
-    return kPolyEvery > 0 && nb % kPolyEvery == kPolyEvery - 1 ? exp2_poly3(x) : fast_exp2(x);
+    constexpr int kEvery = kPolyEvery > 0 ? kPolyEvery : 1;  // (no % 0, even where unused)
+    return kPolyEvery > 0 && nb % kEvery == kEvery - 1 ? exp2_poly3(x) : fast_exp2(x);
   };
   float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
