@@ -6,7 +6,8 @@
 # helpers (QueryTile::first_key_tile / end_key_tile / needs_mask) in all
 # three tensor-core kernels; and the A/B of PAGECHECK_WS_EXP_POLY (head
 # dim 64's exponentials partly on the FMA pipe: dev driver variants p3 and
-# p4 against the default, `prefill_dev dims` interleaved). Steps: every GPU
+# p4, and s2: head dim 64 with two K/V stages, against the default,
+# `prefill_dev dims` interleaved). Steps: every GPU
 # test with the defaults and with PAGECHECK_WS_FP8=0, the dev driver's
 # checks, its small cases under memcheck, racecheck, synccheck and
 # initcheck, the prefill bench at head dims 64 and 256 and with an E4M3
@@ -16,7 +17,7 @@
 #   scripts/device_pending_check.sh build [ARCHS]   (here: ~25 min cold on 2 cores)
 #       configures build-pending (CMAKE_CUDA_ARCHITECTURES=ARCHS, default 90),
 #       builds pagecheck and the GPU tests, packs them stripped and gzipped
-#       into build-pending/carry (~50 MB with external.tgz, test_gpu_external
+#       into build-pending/carry (~62 MiB with external.tgz, test_gpu_external
 #       and the example libraries it loads: carry that folder alone), with the
 #       prefill dev driver of this tree (scripts/build_prefill_dev.sh).
 #   scripts/device_pending_check.sh run             (there: ~4 min)
@@ -48,8 +49,9 @@ do_build() {
     exit 4
   scripts/build_prefill_dev.sh pending >/dev/null || exit 4
   # A/B variants of the dev driver (VARIANTS="NAME:FLAGS ...", default the
-  # head-dim-64 exponential split at every 3rd and 4th n8 block).
-  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4}; do
+  # head-dim-64 exponential split at every 3rd and 4th n8 block, and head
+  # dim 64 with two K/V stages instead of three).
+  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4 s2:-DPAGECHECK_WS_D64_STAGES=2}; do
     scripts/build_prefill_dev.sh "${v%%:*}" ${v#*:} >/dev/null || exit 4
   done
   mkdir -p "$build/carry"
@@ -57,7 +59,7 @@ do_build() {
     cp "$build/$f" "$build/carry/" && strip "$build/carry/$(basename "$f")" && gzip -f -9 "$build/carry/$(basename "$f")"
   done
   gzip -9 -c build-sm90dev/prefill_dev_pending >"$build/carry/prefill_dev.gz"
-  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4}; do
+  for v in ${VARIANTS:-p3:-DPAGECHECK_WS_EXP_POLY=3 p4:-DPAGECHECK_WS_EXP_POLY=4 s2:-DPAGECHECK_WS_D64_STAGES=2}; do
     gzip -9 -c "build-sm90dev/prefill_dev_${v%%:*}" >"$build/carry/prefill_dev_${v%%:*}.gz"
   done
   # test_gpu_external finds the example libraries relative to itself.

@@ -93,6 +93,12 @@
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
+// Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
+// buffers with room to spare). Session 12 measured 3 only; 2 is the A/B
+// variant of the pending check.
+#ifndef PAGECHECK_WS_D64_STAGES
+#define PAGECHECK_WS_D64_STAGES 3
+#endif
 
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
@@ -135,7 +141,7 @@ struct WsTraits {
   static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
   static constexpr int kBlockN = 128;              // keys per tile
   // Head dim 64's tiles are half the size: a third stage fits.
-  static constexpr int kStages = DK == 64 ? 3 : 2;
+  static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   // The row producer's lanes a key row (16-byte chunks of the cache's row):
   // 16 at head dim 128 in 16 bits, 8 at 64 or for FP8 (128-byte rows).
