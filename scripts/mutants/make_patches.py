@@ -17,6 +17,7 @@ M = []  # (name, header, [(path, old, new), ...])
 EXTRA = {  # the run.sh step a mutant needs beyond the default suite
     "09-decode-missing-barrier": "racecheck",
     "17-sm90-32bit-offsets": "huge",
+    "33-ws-rows-32bit-bytes": "huge",
 }
 # What each mutant should break and which check should see it.
 EXPECT = {
@@ -56,6 +57,9 @@ EXPECT = {
     "30": ("direct, split, auto", "output vs reference: any ALiBi decode case past one key"),
     "31": ("prefill, fmha", "output vs reference: a sink case whose sink is above its row's largest logit"),
     "32": ("prefill", "output vs reference: any ALiBi prefill case past one key"),
+    # Session 12: the 32-bit-offset class again, in the kernel that runs by default.
+    "33": ("prefill (wgmma-ws rows: pages under 32 slots or not a power of two)",
+           "output vs reference on the huge case (> 2^32 bytes of cache; extra step)"),
 }
 
 
@@ -258,6 +262,14 @@ mutant("31-prefill-sink-not-rescaled",
        ("kernels/src/prefill/prefill_common.cuh",
         "  return keep;\n}\n\n// Stores two",
         "  return 1.f;\n}\n\n// Stores two"))
+mutant("33-ws-rows-32bit-bytes",
+       "32-bit offsets: the warp-specialised kernel's row producer forms the byte offsets of whole K and V tiles in 32 bits "
+       "(wraps past 4 GiB of cache) where it multiplies its 32-bit row (in 16-byte units) into 64 bits",
+       ("kernels/src/prefill/attn_sm90_ws.cu",
+        "      asm(\"mad.wide.u32 %0, %1, 16, %2;\\n\" : \"=l\"(src) : \"r\"(r), \"l\"(chunk_base));\n"
+        "      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(dst[j % kDst] + (j / kDst) * 1024), \"l\"(src)\n",
+        "      src = chunk_base + static_cast<std::uint32_t>(r * 16u);\n"
+        "      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(dst[j % kDst] + (j / kDst) * 1024), \"l\"(src)\n"))
 mutant("32-prefill-alibi-sign-flipped",
        "ALiBi's distance with its sign flipped in prefill: the CUDA-core kernel biases key j by slope * (pos - j)",
        ("kernels/src/prefill/prefill.cu",
