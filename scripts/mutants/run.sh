@@ -40,6 +40,13 @@ tar -C "$bin" -xJf "$pack" 2>/dev/null ||
   echo "cannot unpack $pack" >&2
   exit 4
 }
+# The control's GPU tests travel in their own pack beside it (build.sh).
+tests_pack=$(dirname "$pack")/tests.tar.xz
+if [ -f "$tests_pack" ]; then
+  tar -C "$bin" -xJf "$tests_pack" 2>/dev/null ||
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1], 'r:xz').extractall(sys.argv[2])" "$tests_pack" "$bin" ||
+    echo "cannot unpack $tests_pack: the GPU tests step will not run" >&2
+fi
 chmod +x "$bin"/*
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64:/usr/local/cuda/lib"
 export PATH="$PATH:/usr/local/cuda/bin" NO_COLOR=1
