@@ -145,7 +145,7 @@ struct WsTraits {
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   // The row producer's lanes a key row (16-byte chunks of the cache's row):
   // 16 at head dim 128 in 16 bits, 8 at 64 or for FP8 (128-byte rows).
-  static constexpr int kLanesPerRow = DK * (KV_ == KvKind::E4M3 || KV_ == KvKind::E5M2 ? 1 : 2) / 16;
+  static constexpr int kLanesPerRow = DK * kElemBytes / 16;
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.

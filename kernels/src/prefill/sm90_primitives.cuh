@@ -76,7 +76,6 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                ", %64, %65, p, 1, 1, 0, 0;\n}\n"                                                 \
                : PC_WGMMA_D_OPERANDS(d)                                                           \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
-// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
 // The 32 float accumulators of an m64n64 wgmma (head dim 64's O), as %0..%31.
 #define PC_WGMMA_D32_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define PC_WGMMA_D32_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
@@ -87,6 +86,7 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                  \
                : PC_WGMMA_D32_OPERANDS(d)                                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+// D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
 #define PC_WGMMA_RS(TYPE, d, a, desc_b)                                                          \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
