@@ -25,7 +25,8 @@ import sys
 # built-in path; a case of that family alone must be n/a on every GPU path.
 FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"direct", "split", "auto"},
                 "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set(),
-                "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"}}
+                "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"},
+                "decode-head-sizes": {"direct", "split", "auto"}, "prefill-head-sizes": {"prefill"}}
 # The prefill path takes a wgmma kernel for head dim 128 with 16-bit or fp8
 # K/V, and for head dim 64 with 16-bit K/V (the warp-specialised kernel),
 # and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma

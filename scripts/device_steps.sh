@@ -12,8 +12,8 @@ step() {
   return $rc
 }
 
-# unpack_carry DIR: the gzipped binaries of DIR (a carry folder packed by
-# device_check.sh build) into $BIN (default /tmp/pcbin), its external.tgz
+# unpack_carry DIR: the gzipped (or xz-compressed: .xz) binaries of DIR (a
+# carry folder packed by device_check.sh build) into $BIN (default /tmp/pcbin), its external.tgz
 # (the external-kernel test and example libraries) into $EXT (/tmp/pcext);
 # $BIN first on PATH. Set BIN before the call (`BIN=dir; unpack_carry D`)
 # where the script uses $BIN afterwards: a prefix assignment
@@ -22,7 +22,8 @@ unpack_carry() {
   local dir=$1 f
   BIN=${BIN:-/tmp/pcbin} EXT=${EXT:-/tmp/pcext}
   mkdir -p "$BIN" "$EXT"
-  for f in "$dir"/*.gz; do gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
+  for f in "$dir"/*.gz; do [ -e "$f" ] && gunzip -c "$f" >"$BIN/$(basename "$f" .gz)"; done
+  for f in "$dir"/*.xz; do [ -e "$f" ] && xz -dc "$f" >"$BIN/$(basename "$f" .xz)"; done
   chmod +x "$BIN"/*
   [ -f "$dir/external.tgz" ] && tar xzf "$dir/external.tgz" -C "$EXT"
   export PATH="$BIN:$PATH" NO_COLOR=1

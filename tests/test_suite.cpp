@@ -172,7 +172,13 @@ TEST_CASE("a dropped softcap, scale, sink or ALiBi, a flipped ALiBi, or a window
     Case v = c;
     v.params.v_scale = 1.0;
     CHECK_MESSAGE(mismatches(v) > 0, "v_scale dropped");
-    if (c.has_alibi()) {
+    // Logits in the hundreds over a small window: the softmax is one-hot,
+    // and ALiBi's bias (under a logit a key at the slopes of 2 to 16 heads)
+    // moves no weight the tolerances see. Every family that takes ALiBi
+    // also meets it with the other value profiles.
+    const bool one_hot_small_window =
+        g.suite.spec.profile == ValueProfile::LargeLogits && c.params.sliding_window > 0 && c.params.sliding_window <= 5;
+    if (c.has_alibi() && !one_hot_small_window) {
       Case flat = c;
       flat.alibi_slopes.clear();
       CHECK_MESSAGE(mismatches(flat) > 0, "ALiBi dropped");
@@ -191,8 +197,14 @@ TEST_CASE("a dropped softcap, scale, sink or ALiBi, a flipped ALiBi, or a window
       CHECK_MESSAGE(mismatches(uncapped) > 0, "softcap dropped");
     }
     // Logits in the hundreds make the softmax one-hot: one more key in the
-    // window changes the answer only where it holds the largest logit.
-    if (c.params.sliding_window > 0 && g.suite.spec.profile != ValueProfile::LargeLogits) {
+    // window changes the answer only where it holds the largest logit. ALiBi
+    // with a window longer than the small one does the same to the key past
+    // the window: its bias (slope x distance over the edge window's hundreds
+    // of keys) leaves it too little weight for the tolerances to see; every family that takes ALiBi
+    // also meets the edge window without it (the pair window=edge,
+    // alibi=none), where the check holds.
+    const bool alibi_buries_edge = c.has_alibi() && c.params.sliding_window > 5;
+    if (c.params.sliding_window > 0 && g.suite.spec.profile != ValueProfile::LargeLogits && !alibi_buries_edge) {
       Case wider = c;
       wider.params.sliding_window += 1;
       CHECK_MESSAGE(mismatches(wider) > 0, "window off by one");

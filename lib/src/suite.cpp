@@ -366,8 +366,9 @@ const std::vector<SuiteTarget>& suite_targets() {
     // prefill-sinks, fmha-sinks and prefill-alibi, made last: see there).
     // The built-in families take the features that issue 23 added (sinks,
     // ALiBi, head dims 32/80/96/112/120) only once their kernels do
-    // (features.hpp: decode and prefill take sinks and ALiBi, fmha sinks:
-    // the four families made last); the "kernel" family takes every value.
+    // (features.hpp: decode and prefill take sinks, ALiBi and those head
+    // dims, fmha sinks: the six families made last); the "kernel" family
+    // takes every value.
     const auto builtin = [](SuiteTarget target) {
       // The head dims the built-in kernels are built for (the others are n/a
       // there: "head_dim 96/96 is not built").
@@ -466,6 +467,26 @@ const std::vector<SuiteTarget>& suite_targets() {
                                                         "every built-in prefill feature with and without ALiBi and "
                                                         "attention sinks")),
                                     true));
+    // Issue 23's head sizes (32, 80, 96, 112, 120) in the decode paths and
+    // prefill (their CUDA-core kernels), with the logit features: made after
+    // every other family, for the same reason as decode-sinks-alibi.
+    const auto head_sizes = [](SuiteTarget target) {
+      target.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHead192 + 1, value::kHead192 + 2, value::kHead192 + 3,
+                                                        value::kHead192 + 4, value::kHead192 + 5};
+      return target;
+    };
+    {
+      auto decode = make_target("decode-head-sizes", {"direct", "split", "auto"},
+                                "one query token per sequence at head dims 32, 80, 96, 112 and 120 (the CUDA-core "
+                                "loop), with and without attention sinks and ALiBi");
+      decode.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode};
+      t.push_back(head_sizes(with_logit_features(builtin(std::move(decode)), true)));
+    }
+    t.push_back(head_sizes(with_logit_features(
+        builtin(make_target("prefill-head-sizes", {"prefill"},
+                            "every built-in prefill feature at head dims 32, 80, 96, 112 and 120 (the CUDA-core "
+                            "kernel), with and without attention sinks and ALiBi")),
+        true)));
     return t;
   }();
   return targets;

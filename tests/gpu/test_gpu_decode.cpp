@@ -388,3 +388,44 @@ TEST_CASE("decode: split and auto under a fixed plan are batch-invariant (the me
     }
   }
 }
+
+TEST_CASE("decode: head sizes 32, 80, 96, 112, 120 over every KV dtype, GQA 4/8, block 7, sinks and ALiBi") {
+  // Issue 23's head sizes run the CUDA-core loop; 80, 112 and 120 pad a
+  // token's last load vectors (their lanes load zeros and store nothing)
+  // and the merge's last warp of a row (threads past the row's dims).
+  std::uint64_t seed = 3300;
+  for (std::int64_t d : {32, 80, 96, 112, 120}) {
+    for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+      auto s = decode_spec(fmt::format("d{}-{}", d, dtype_name(kv)), seed++);
+      s.head_dim = d;
+      s.kv_dtype = kv;
+      s.query_dtype = seed % 2 ? DType::F16 : DType::BF16;
+      if (is_fp8(kv)) {
+        s.k_scale = 0.5;
+        s.v_scale = 2.0;
+      }
+      s.seq_len_list = {1, 17, 300, 777};
+      s.num_seqs = 4;
+      check_decode(s, "split:256:256");
+    }
+    // GQA 8 (two head tiles), pages of 7 slots, 64-token partitions (many
+    // per sequence), the sinks and ALiBi together.
+    auto s = decode_spec(fmt::format("d{}-gqa8-block7-both", d), seed++);
+    s.head_dim = d;
+    s.q_heads = 32;
+    s.kv_heads = 4;
+    s.block_size = 7;
+    set_logit23(s, Logit23::Both);
+    s.seq_len_list = {1, 6, 7, 8, 64, 65, 700};
+    s.num_seqs = 7;
+    check_decode(s, "split:64:64");
+    auto h = decode_spec(fmt::format("d{}-hnd-csr-sinks", d), seed++);
+    h.head_dim = d;
+    h.layout = KvLayout::HND;
+    h.table_form = TableForm::Csr;
+    h.sinks = true;
+    h.seq_len_list = {33, 1030};
+    h.num_seqs = 2;
+    check_decode(h, "split:512:512");
+  }
+}

@@ -222,6 +222,39 @@ TEST_CASE("prefill: ALiBi on the CUDA-core kernel over every cache dtype and hea
   check_spec(w, {"prefill"});
 }
 
+TEST_CASE("prefill: head sizes 32, 80, 96, 112, 120 over every cache dtype, windows, softcap, sinks, ALiBi") {
+  // Issue 23's head sizes run the CUDA-core kernel for every cache dtype;
+  // 80, 112 and 120 leave the last lanes' last dim empty.
+  std::uint64_t seed = 3400;
+  for (std::int64_t d : {32, 80, 96, 112, 120}) {
+    for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+      auto s = chunk_spec(fmt::format("d{}-{}", d, dtype_name(kv)), seed++);
+      s.head_dim = d;
+      s.kv_dtype = kv;
+      if (is_fp8(kv)) {
+        s.k_scale = 0.5;
+        s.v_scale = 2.0;
+      }
+      s.query_mode = QueryMode::Mixed;
+      s.seq_len_list = {1, 54, 300};
+      s.q_len_list = {1, 17, 64};
+      s.num_seqs = 3;
+      check_spec(s, {"prefill"});
+    }
+    auto w = chunk_spec(fmt::format("d{}-window-softcap-sinks-alibi-block7", d), seed++);
+    w.head_dim = d;
+    w.block_size = 7;
+    w.sliding_window = 40;
+    w.softcap = 20.0;
+    w.sinks = true;
+    w.alibi = d != 96;  // 96: the sinks alone
+    w.seq_len_list = {97, 200};
+    w.q_len_list = {33, 97};
+    w.num_seqs = 2;
+    check_spec(w, {"prefill"});
+  }
+}
+
 TEST_CASE("fmha reports n/a outside BF16 K/V with head dim 128") {
   auto s = chunk_spec("fmha-na", 1400);
   s.kv_dtype = DType::F16;

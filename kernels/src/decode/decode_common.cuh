@@ -360,6 +360,25 @@ constexpr int floor_pow2(int x) {
   while (t * 2 <= x) t *= 2;
   return t;
 }
+// Lanes a token for K and V rows of k_vecs and v_vecs load vectors of vec
+// elements: the largest power of two (at most 32) dividing both, unless that
+// leaves a lane more than 4 vectors or 24 dims of a row (head dims 80, 112,
+// 120 in 16 bits: 5, 7, 15 vectors a lane; 80 in F32: 5, whose pipeline
+// would not fit four CTAs an SM); then the smallest power of two that keeps
+// a lane within both, the last vectors of a row on fewer lanes than the
+// others (padded: the vectors past the row load nothing). Every head dim
+// built before issue 23's (64, 128, 256, 192/128) keeps its exact split.
+constexpr bool lane_share_fits(int vecs, int lanes, int vec) {
+  const int per_lane = (vecs + lanes - 1) / lanes;
+  return per_lane <= 4 && per_lane * vec <= 24;
+}
+constexpr int threads_per_token(int k_vecs, int v_vecs, int vec) {
+  const int exact = largest_pow2_dividing(k_vecs, v_vecs, 32);
+  if (lane_share_fits(k_vecs, exact, vec) && lane_share_fits(v_vecs, exact, vec)) return exact;
+  int t = 1;
+  while (t < 32 && !(lane_share_fits(k_vecs, t, vec) && lane_share_fits(v_vecs, t, vec))) t *= 2;
+  return t;
+}
 
 template <DType KV, int DK, int DV>
 struct DecodeTraits {
@@ -375,9 +394,13 @@ struct DecodeTraits {
   static constexpr int kKVecs = DK / kVec;
   static constexpr int kVVecs = DV / kVec;
   static_assert(DK % kVec == 0 && DV % kVec == 0, "head dims must be whole load vectors");
-  static constexpr int kThreadsPerToken = largest_pow2_dividing(kKVecs, kVVecs, 32);
-  static constexpr int kKVecsPerThread = kKVecs / kThreadsPerToken;
-  static constexpr int kVVecsPerThread = kVVecs / kThreadsPerToken;
+  static constexpr int kThreadsPerToken = threads_per_token(kKVecs, kVVecs, kVec);
+  static constexpr int kKVecsPerThread = (kKVecs + kThreadsPerToken - 1) / kThreadsPerToken;
+  static constexpr int kVVecsPerThread = (kVVecs + kThreadsPerToken - 1) / kThreadsPerToken;
+  // Padded rows: vector r + kThreadsPerToken i of a lane exists only when
+  // it is below kKVecs (kVVecs); the others load zeros and store nothing.
+  static constexpr bool kKPadded = kThreadsPerToken * kKVecsPerThread != kKVecs;
+  static constexpr bool kVPadded = kThreadsPerToken * kVVecsPerThread != kVVecs;
   static constexpr int kKDimsPerThread = kKVecsPerThread * kVec;
   static constexpr int kVDimsPerThread = kVVecsPerThread * kVec;
   static constexpr int kGroupsPerWarp = 32 / kThreadsPerToken;
@@ -404,8 +427,8 @@ struct DecodeTraits {
   static constexpr int kSmemBytes =
       (kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes) + kScoreBytes;
   static constexpr int kMinBlocksPerSm = PC_DECODE_MIN_BLOCKS;
-  static_assert(kThreadsPerToken * kKVecsPerThread == kKVecs, "K vectors split evenly over a token group");
-  static_assert(kThreadsPerToken * kVVecsPerThread == kVVecs, "V vectors split evenly over a token group");
+  static_assert(kThreadsPerToken * kKVecsPerThread >= kKVecs, "K vectors covered by a token group");
+  static_assert(kThreadsPerToken * kVVecsPerThread >= kVVecs, "V vectors covered by a token group");
   static_assert(kSmemBytes <= 227 * 1024 / kMinBlocksPerSm, "shared memory too large for the occupancy target");
 };
 
@@ -490,10 +513,12 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
       Raw* dst = pipe + ((stage * U + u) * T::kSlotsPerToken) * T::kThreads + tid;
 #pragma unroll
       for (int i = 0; i < KVPT; ++i)
-        cp_async_vec<T::kLoadBytes>(dst + i * T::kThreads, key_base + k_off + (r + TPT * i), valid);
+        cp_async_vec<T::kLoadBytes>(dst + i * T::kThreads, key_base + k_off + (r + TPT * i),
+                                    valid && (!T::kKPadded || r + TPT * i < T::kKVecs));
 #pragma unroll
       for (int i = 0; i < VVPT; ++i)
-        cp_async_vec<T::kLoadBytes>(dst + (KVPT + i) * T::kThreads, value_base + v_off + (r + TPT * i), valid);
+        cp_async_vec<T::kLoadBytes>(dst + (KVPT + i) * T::kThreads, value_base + v_off + (r + TPT * i),
+                                    valid && (!T::kVPadded || r + TPT * i < T::kVVecs));
     }
   };
 
@@ -517,7 +542,7 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
       for (int e = 0; e < VEC; ++e) {
         const int dim = (r + TPT * i) * VEC + e;
         q[h][i * VEC + e] =
-            h < heads_here
+            h < heads_here && (!T::kKPadded || dim < T::kHeadDim)
                 ? load_as_float(p.query_dtype, p.query, (q_row * p.q_heads + first_head + h) * T::kHeadDim + dim) *
                       p.q_multiplier
                 : 0.0f;
@@ -663,8 +688,9 @@ __device__ __forceinline__ const float* attend_range(const DecodeParams& p, std:
       }
 #pragma unroll
       for (int i = 0; i < VVPT; ++i)
+        if (!T::kVPadded || r + TPT * i < T::kVVecs)
 #pragma unroll
-        for (int e = 0; e < VEC; ++e) row[2 + (r + TPT * i) * VEC + e] = acc[h][i * VEC + e];
+          for (int e = 0; e < VEC; ++e) row[2 + (r + TPT * i) * VEC + e] = acc[h][i * VEC + e];
     }
   }
   __syncthreads();
@@ -716,10 +742,18 @@ __device__ __forceinline__ void store_final(const DecodeParams& p, const float* 
 }
 
 // ---- the one switch: (kv dtype, head dims) -> traits -------------------------------
-inline const char* built_head_dims() { return "64, 128, 192/128, 256"; }
+inline const char* built_head_dims() { return "32, 64, 80, 96, 112, 120, 128, 192/128, 256"; }
 
-inline bool head_dims_built(std::int64_t dk, std::int64_t dv) {
+// Head dims the tensor-core loop (decode_mma.cuh) takes for 16-bit caches;
+// issue 23's 32, 80, 96, 112 and 120 run the CUDA-core loop (one kernel
+// each per cache dtype, ALiBi and not: the build-time table is in
+// docs/performance.md, "Head sizes 32-120").
+inline bool head_dims_tensor_core(std::int64_t dk, std::int64_t dv) {
   return (dk == dv && (dk == 64 || dk == 128 || dk == 256)) || (dk == 192 && dv == 128);
+}
+inline bool head_dims_built(std::int64_t dk, std::int64_t dv) {
+  return head_dims_tensor_core(dk, dv) ||
+         (dk == dv && (dk == 32 || dk == 80 || dk == 96 || dk == 112 || dk == 120));
 }
 inline bool kv_dtype_built(DType d) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F8_E4M3 || d == DType::F8_E5M2;
@@ -736,6 +770,18 @@ Status dispatch_dims(std::int64_t dk, std::int64_t dv, F&& f) {
   if (dk == 256 && dv == 256) return f(Traits<KV, 256, 256>{});
   if constexpr (Traits<KV, 192, 128>::kBuilt)
     if (dk == 192 && dv == 128) return f(Traits<KV, 192, 128>{});
+  if constexpr (!Traits<KV, 128, 128>::kTensorCore) {  // issue 23's head sizes: the CUDA-core loop
+    if (dk == dv) {
+      switch (dk) {
+        case 32: return f(Traits<KV, 32, 32>{});
+        case 80: return f(Traits<KV, 80, 80>{});
+        case 96: return f(Traits<KV, 96, 96>{});
+        case 112: return f(Traits<KV, 112, 112>{});
+        case 120: return f(Traits<KV, 120, 120>{});
+        default: break;
+      }
+    }
+  }
   return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) +
                            " is not built; built: " + built_head_dims(),
                        "decode");

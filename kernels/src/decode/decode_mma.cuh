@@ -529,9 +529,10 @@ inline bool decode_tensor_cores_allowed() {
 inline bool decode_uses_tensor_cores(const DeviceCaseView& view) {
   if (!decode_tensor_cores_allowed() || view.alibi_slopes != nullptr) return false;
   const DType kv = view.kv_dtype;
+  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
+  if (!head_dims_tensor_core(dk, dv)) return false;  // issue 23's head sizes: the CUDA-core loop
   if (kv == DType::BF16 || kv == DType::F16) return true;
   if (kv != DType::F8_E4M3 && kv != DType::F8_E5M2) return false;
-  const std::int64_t dk = view.kv.head_dim, dv = view.kv.v_head_dim;
   if (!(dk == dv && (dk == 128 || dk == 256))) return false;
   for (const CacheStrides* st : {&view.kv.key_strides, &view.kv.value_strides})
     if (st->block % 16 || st->slot % 16 || st->head % 16) return false;

@@ -194,9 +194,17 @@ __host__ __device__ inline int merge_groups(std::int64_t partitions) {
   return partitions >= 16 ? 4 : partitions >= 8 ? 2 : 1;
 }
 
+// A group of merge_threads(DV) threads takes one output row: thread d of a
+// group dim d; head dims that are not a multiple of 32 (issue 23's 80, 112,
+// 120) round the group up to whole warps, whose last threads reduce the
+// statistics but load and store no dim.
+constexpr int merge_threads(int dv) { return (dv + 31) / 32 * 32; }
+
 template <int DV>
-__global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(const __grid_constant__ DecodeParams p) {
-  constexpr int kMaxWarps = kMaxMergeGroups * DV / 32;
+__global__ void __launch_bounds__(kMaxMergeGroups * merge_threads(DV))
+    decode_merge_kernel(const __grid_constant__ DecodeParams p) {
+  constexpr int kGroupThreads = merge_threads(DV);
+  constexpr int kMaxWarps = kMaxMergeGroups * kGroupThreads / 32;
   __shared__ float reduce_m[kMaxWarps], reduce_l[kMaxWarps];
   __shared__ float group_acc[kMaxMergeGroups][DV];
   const std::int64_t seq = blockIdx.x / p.q_heads;
@@ -218,16 +226,17 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
                                       p.partition_tokens);
   // This sequence's groups (merge_groups of its own partitions, never more
   // than the CTA holds): the threads past them stay for the barriers only.
-  const int groups = min(merge_groups(active), static_cast<int>(blockDim.x / DV));
-  const int threads = groups * DV;
+  const int groups = min(merge_groups(active), static_cast<int>(blockDim.x / kGroupThreads));
+  const int threads = groups * kGroupThreads;
   const int warps = threads / 32;
-  const bool working = tid < threads;
+  const bool in_group = tid < threads;  // takes part in the statistics
   const std::int64_t first_slot = (seq * p.q_heads + q_head) * p.max_partitions;
   const float* pmax = p.partial_max + first_slot;
   const float* psum = p.partial_sum + first_slot;
-  const int group = tid / DV;
-  const int d = tid % DV;
-  const float* out = p.partial_out + first_slot * DV + d;
+  const int group = tid / kGroupThreads;
+  const int d = tid % kGroupThreads;
+  const bool working = in_group && d < DV;  // also owns an output dim
+  const float* out = p.partial_out + first_slot * DV + (d < DV ? d : 0);
 
   // The first kChunk partitions of this thread's group are loaded before the
   // statistics are reduced, so their latency overlaps the reduction.
@@ -245,7 +254,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
   // (max, sum) over all active partitions: per thread, then one block-wide
   // merge of (m, l) pairs.
   float m = -INFINITY, l = 0.0f;
-  for (int part = working ? tid : active; part < active; part += threads) {
+  for (int part = in_group ? tid : active; part < active; part += threads) {
     const MergeWeights w = merge_weights(m, pmax[part]);
     l = l * w.w_self + psum[part] * w.w_other;
     m = w.m;
@@ -258,7 +267,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
     l = l * w.w_self + l_other * w.w_other;
     m = w.m;
   }
-  if (working && tid % 32 == 0) {
+  if (in_group && tid % 32 == 0) {
     reduce_m[tid / 32] = m;
     reduce_l[tid / 32] = l;
   }
@@ -281,7 +290,7 @@ __global__ void __launch_bounds__(kMaxMergeGroups * DV) decode_merge_kernel(cons
     acc += psum[part] * fast_exp2(pmax[part] - m_use) * out[static_cast<std::int64_t>(part) * DV];
   if (working) group_acc[group][d] = acc;
   __syncthreads();
-  if (group == 0) {
+  if (group == 0 && d < DV) {
     for (int g = 1; g < groups; ++g) acc += group_acc[g][d];
     store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * DV + d, state_normalize(acc, total));
     if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, total);
@@ -455,9 +464,9 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
-    config.blockDim = dim3(merge_groups(workspace.max_partitions) * T::kVHeadDim);
+    config.blockDim = dim3(merge_groups(workspace.max_partitions) * merge_threads(T::kVHeadDim));
     auto merge_kernel = decode_merge_kernel<T::kVHeadDim>;
-    if constexpr (PC_DECODE_WARP_MERGE) {
+    if constexpr (PC_DECODE_WARP_MERGE && T::kVHeadDim % 32 == 0) {
       config.gridDim = dim3(static_cast<unsigned>((merge_ctas + kWarpMergeWarps - 1) / kWarpMergeWarps));
       config.blockDim = dim3(kWarpMergeWarps * 32);
       merge_kernel = decode_merge_warp_kernel<T::kVHeadDim>;

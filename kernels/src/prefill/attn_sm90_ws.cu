@@ -88,16 +88,20 @@
 #define PAGECHECK_WS_FP8_F16 2
 #endif
 // Head dim 64: every Nth n8 block of a row's exponentials on the FMA pipe
-// (wgmma_tile.cuh, exp_row); 0 (the default): all on MUFU. A developer knob
-// for A/B builds until measured (docs/performance.md, session 12).
+// (wgmma_tile.cuh, exp_row); 0 (the default): all on MUFU. Measured slower
+// (H100, session 13: every 3rd block 307.7, every 4th 310.3 against 325.8
+// TFLOP/s at 8 x 2048: the softmax is issue-bound, not MUFU-bound); kept
+// as a developer knob for A/B builds (docs/performance.md).
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
-// buffers with room to spare). Session 12 measured 3 only; 2 is the A/B
-// variant of the pending check.
+// buffers with room to spare). Two measured faster than three (H100,
+// session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
+// 325.8 / 385.1 / 178.2 TFLOP/s at 8 x 2048 / 1 x 8192 / 16 x 512, block
+// 16; equal at block 64): docs/performance.md.
 #ifndef PAGECHECK_WS_D64_STAGES
-#define PAGECHECK_WS_D64_STAGES 3
+#define PAGECHECK_WS_D64_STAGES 2
 #endif
 
 namespace pagecheck::gpu::attn {
@@ -140,7 +144,8 @@ struct WsTraits {
   static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
   static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
   static constexpr int kBlockN = 128;              // keys per tile
-  // Head dim 64's tiles are half the size: a third stage fits.
+  // Head dim 64's tiles are half the size: a third stage would fit, but
+  // two ran faster (PAGECHECK_WS_D64_STAGES).
   static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   // The row producer's lanes a key row (16-byte chunks of the cache's row):

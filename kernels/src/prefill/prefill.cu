@@ -101,12 +101,18 @@ __global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __gri
   const int pos = seq_len - q_len + i;
   const std::int64_t token = q_begin + i;
 
-  float q[DK / 32];
+  // Lane l holds dims l, l + 32, ...; head dims that are not a multiple of
+  // 32 (issue 23's 80, 112, 120) leave the last lanes' last dim empty.
+  constexpr int kKSlots = (DK + 31) / 32, kVSlots = (DV + 31) / 32;
+  const auto k_in = [&](int k) { return DK % 32 == 0 || lane + 32 * k < DK; };
+  const auto v_in = [&](int k) { return DV % 32 == 0 || lane + 32 * k < DV; };
+  float q[kKSlots];
 #pragma unroll
-  for (int k = 0; k < DK / 32; ++k) q[k] = load1(view.query_dtype, view.query, (token * view.q_heads + head) * DK + lane + 32 * k);
-  float acc[DV / 32];
+  for (int k = 0; k < kKSlots; ++k)
+    q[k] = k_in(k) ? load1(view.query_dtype, view.query, (token * view.q_heads + head) * DK + lane + 32 * k) : 0.f;
+  float acc[kVSlots];
 #pragma unroll
-  for (int k = 0; k < DV / 32; ++k) acc[k] = 0.f;
+  for (int k = 0; k < kVSlots; ++k) acc[k] = 0.f;
   float m = -INFINITY, l = 0.f;
 
   int key_lo = 0, key_hi = seq_len;
@@ -121,7 +127,8 @@ __global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __gri
     const std::int64_t krow = view.kv.key_offset(seq, j, kv_head);
     float dot = 0.f;
 #pragma unroll
-    for (int k = 0; k < DK / 32; ++k) dot += q[k] * load_kv1(kv_dtype, view.kv.key_data, krow + lane + 32 * k);
+    for (int k = 0; k < kKSlots; ++k)
+      if (k_in(k)) dot += q[k] * load_kv1(kv_dtype, view.kv.key_data, krow + lane + 32 * k);
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
     float x = p.softcap_out != 0.f ? p.softcap_out * tanhf(dot * p.logit_mul) : dot * p.logit_mul;
@@ -133,14 +140,14 @@ __global__ void __launch_bounds__(kF32Warps * 32) prefill_f32_kernel(const __gri
     m = m_new;
     const std::int64_t vrow = view.kv.value_offset(seq, j, kv_head);
 #pragma unroll
-    for (int k = 0; k < DV / 32; ++k)
-      acc[k] = acc[k] * alpha + prob * load_kv1(kv_dtype, view.kv.value_data, vrow + lane + 32 * k);
+    for (int k = 0; k < kVSlots; ++k)
+      if (v_in(k)) acc[k] = acc[k] * alpha + prob * load_kv1(kv_dtype, view.kv.value_data, vrow + lane + 32 * k);
   }
   const float keep = attn::add_sink_row(view.sinks, head, m, l);  // m, l: the row's with the sink
   const float inv = l > 0.f ? p.out_scale * keep / l : 0.f;
 #pragma unroll
-  for (int k = 0; k < DV / 32; ++k)
-    store1(view.output_dtype, view.output, (token * view.q_heads + head) * DV + lane + 32 * k, acc[k] * inv);
+  for (int k = 0; k < kVSlots; ++k)
+    if (v_in(k)) store1(view.output_dtype, view.output, (token * view.q_heads + head) * DV + lane + 32 * k, acc[k] * inv);
   if (view.lse != nullptr && lane == 0)
     view.lse[token * view.q_heads + head] = l > 0.f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
 }
@@ -158,11 +165,38 @@ Status launch_f32(AttnParams p, cudaStream_t stream) {
 
 // ---- dispatch ----------------------------------------------------------------
 
-constexpr const char* kBuiltDims = "64, 128, 256, 192/128";
+constexpr const char* kBuiltDims = "32, 64, 80, 96, 112, 120, 128, 256, 192/128";
 constexpr const char* kBuiltKv = "F32, F16, BF16, F8_E4M3, F8_E5M2";
 
-bool dims_built(std::int64_t dk, std::int64_t dv) {
+// Head dims of the tensor-core kernels (and the F32 one).
+bool dims_tensor_core(std::int64_t dk, std::int64_t dv) {
   return (dk == dv && (dk == 64 || dk == 128 || dk == 256)) || (dk == 192 && dv == 128);
+}
+// Issue 23's head sizes, on the CUDA-core kernel for every cache dtype
+// until the tensor-core kernels take them.
+bool dims_cuda_core_only(std::int64_t dk, std::int64_t dv) {
+  return dk == dv && (dk == 32 || dk == 80 || dk == 96 || dk == 112 || dk == 120);
+}
+bool dims_built(std::int64_t dk, std::int64_t dv) { return dims_tensor_core(dk, dv) || dims_cuda_core_only(dk, dv); }
+
+// The CUDA-core kernel for the case's head dims (any cache dtype).
+Status launch_f32_dims(const AttnParams& p, int dk, int dv, cudaStream_t stream) {
+  if (dk == 64 && dv == 64) return launch_f32<64, 64>(p, stream);
+  if (dk == 128 && dv == 128) return launch_f32<128, 128>(p, stream);
+  if (dk == 256 && dv == 256) return launch_f32<256, 256>(p, stream);
+  if (dk == 192 && dv == 128) return launch_f32<192, 128>(p, stream);
+  if (dk == dv) {
+    switch (dk) {
+      case 32: return launch_f32<32, 32>(p, stream);
+      case 80: return launch_f32<80, 80>(p, stream);
+      case 96: return launch_f32<96, 96>(p, stream);
+      case 112: return launch_f32<112, 112>(p, stream);
+      case 120: return launch_f32<120, 120>(p, stream);
+      default: break;
+    }
+  }
+  return invalid_input("head_dim " + std::to_string(dk) + "/" + std::to_string(dv) + " is not built; built: " +
+                       kBuiltDims);
 }
 bool kv_built(DType d) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F8_E4M3 || d == DType::F8_E5M2;
@@ -205,6 +239,7 @@ Applicability prefill_applies(const Case& c) {
 
 const char* prefill_kernel_name(const DeviceCaseView& view) {
   if (view.alibi_slopes != nullptr) return "CUDA cores (ALiBi)";
+  if (dims_cuda_core_only(view.kv.head_dim, view.kv.v_head_dim)) return "CUDA cores (head dim)";
   if (view.kv_dtype == DType::F32) return "f32 (CUDA cores)";
 #ifdef PAGECHECK_HAVE_SM90A
   return attn::attn_kernel_name(view, false);
@@ -220,12 +255,10 @@ Status launch_prefill(const DeviceCaseView& view, cudaStream_t stream) {
   if (view.alibi_slopes != nullptr) {
     // ALiBi (issue 23) on the CUDA-core kernel, for every cache dtype: a
     // correct path for ALiBi models until the tensor-core kernels take the
-    // bias (it is as slow as the F32 path).
-    if (dk == 64 && dv == 64) return launch_f32<64, 64>(p, stream);
-    if (dk == 128 && dv == 128) return launch_f32<128, 128>(p, stream);
-    if (dk == 256 && dv == 256) return launch_f32<256, 256>(p, stream);
-    if (dk == 192 && dv == 128) return launch_f32<192, 128>(p, stream);
+    // bias (it is as slow as the F32 path). Issue 23's head sizes likewise.
+    return launch_f32_dims(p, dk, dv, stream);
   }
+  if (dims_cuda_core_only(dk, dv)) return launch_f32_dims(p, dk, dv, stream);
 #ifdef PAGECHECK_HAVE_SM90A
   // Hopper: the wgmma kernel (attn_sm90.cu) where it is built for the case.
   if (attn::sm90_supports(view, false) && attn::sm90_available()) return attn::launch_attn_sm90(p, false, stream);
