@@ -26,7 +26,10 @@ import sys
 FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"direct", "split", "auto"},
                 "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set(),
                 "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"},
-                "decode-head-sizes": {"direct", "split", "auto"}, "prefill-head-sizes": {"prefill"}}
+                "decode-head-sizes": {"direct", "split", "auto"}, "prefill-head-sizes": {"prefill"},
+                # Latent (MLA) caches: the decode paths take the mla family's
+                # decode-mode cases ("mla-decode", read off the mode axis).
+                "mla": set(), "mla-decode": {"direct", "split", "auto"}}
 # The prefill path takes a wgmma kernel for head dim 128 with 16-bit or fp8
 # K/V, and for head dim 64 with 16-bit K/V (the warp-specialised kernel),
 # and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma
@@ -58,6 +61,8 @@ def read_list(path):
             if len(parts) >= 2 and all(t in FAMILY_PATHS for t in parts[1].split(",")):
                 families[parts[0]] = set(parts[1].split(","))
                 axes = dict(t.split("=", 1) for t in parts[2:] if "=" in t)
+                if "mla" in families[parts[0]] and axes.get("mode") == "decode":
+                    families[parts[0]].add("mla-decode")
                 if not axes:
                     families[parts[0]].add("fixed")  # no axis values listed: read the report's geometry
                 elif takes_wgmma(axes.get("kv_dtype"), axes.get("head_dim"), axes.get("alibi") == "on"):

@@ -734,7 +734,7 @@ TEST_CASE("latent (MLA): the shared-latent reference equals the general one over
   CHECK(validate_case(kept).errors.empty());
 }
 
-TEST_CASE("latent (MLA): the deepseek-v3 preset, n/a on built-in paths, the ABI's one pointer") {
+TEST_CASE("latent (MLA): the deepseek-v3 preset, n/a on prefill and fmha, the ABI's one pointer") {
   auto deepseek = preset("deepseek-v3");
   REQUIRE(deepseek.ok());
   CHECK(deepseek->q_heads == 128);
@@ -753,10 +753,22 @@ TEST_CASE("latent (MLA): the deepseek-v3 preset, n/a on built-in paths, the ABI'
   CHECK(c.has_latent());
   CHECK(validate_case(c).errors.empty());
 
-  for (const char* path : {"direct", "split", "auto", "prefill", "fmha"}) {
+  // The decode paths take it (their CUDA-core loop); prefill and fmha not.
+  for (const char* path : {"direct", "split", "auto"}) CHECK_MESSAGE(builtin_feature_refusal(c, path).empty(), path);
+  for (const char* path : {"prefill", "fmha"}) {
     const std::string why = builtin_feature_refusal(c, path);
     CHECK_MESSAGE((contains(why, "latent (MLA)") && contains(why, path)), why);
   }
+  // Nor ALiBi over a latent cache, on any built-in path (fmha names the
+  // ALiBi it never takes).
+  SyntheticSpec alibi = small;
+  alibi.alibi = true;
+  const Case with_alibi = generate(alibi);
+  for (const char* path : {"direct", "split", "auto", "prefill"}) {
+    const std::string why = builtin_feature_refusal(with_alibi, path);
+    CHECK_MESSAGE(contains(why, "latent (MLA)"), why);
+  }
+  CHECK(!builtin_feature_refusal(with_alibi, "fmha").empty());
   const pagecheck_case_desc desc = describe_external_case(c);
   CHECK(desc.value_in_key == 1);
   CHECK(desc.head_dim == 576);

@@ -576,3 +576,30 @@ TEST_CASE("presets: real geometries, each valid") {
 }
 
 // The default suite has its own tests: test_suite.cpp.
+
+TEST_CASE("the query's size bound counts one token a sequence at decode (MLA decode at 64 x 4096, 128 heads)") {
+  // 64 sequences of 4096 tokens over a 576-column latent cache: the query
+  // is 64 x 128 x 576 elements at decode; the bound once took every token
+  // as a query token (38.6 GB) and refused the case.
+  SyntheticSpec spec;
+  spec.name = "mla-decode-bound";
+  spec.latent = true;
+  spec.head_dim = 576;
+  spec.v_head_dim = 512;
+  spec.q_heads = 128;
+  spec.kv_heads = 1;
+  spec.block_size = 64;
+  spec.scale = 0.07;
+  spec.num_seqs = 64;
+  spec.seq_len_dist = LengthDist::List;
+  spec.seq_len_list = {4096};
+  spec.query_mode = QueryMode::Decode;
+  auto c = generate_case_sourced(spec);
+  REQUIRE(c.ok());
+  CHECK(c->num_tokens() == 64);
+  // Whole prompts of the same lengths would need that query: refused.
+  spec.query_mode = QueryMode::Prefill;
+  auto refused = generate_case_sourced(spec);
+  REQUIRE(!refused.ok());
+  CHECK(refused.error().message.find("the query would exceed") != std::string::npos);
+}

@@ -420,8 +420,9 @@ const std::vector<SuiteTarget>& suite_targets() {
       // decode and chunked/mixed batches, causal, none of the other logit
       // features.
       auto mla = make_target("mla", {},
-                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference, and a "
-                             "--kernel library that declares PAGECHECK_FEATURE_LATENT");
+                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference, a "
+                             "--kernel library that declares PAGECHECK_FEATURE_LATENT, and the decode paths for its "
+                             "decode-mode cases");
       mla.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHeadMla};
       mla.allowed[axis_index(SuiteAxis::Gqa)] = {value::kMqa};
       mla.allowed[axis_index(SuiteAxis::Layout)] = {value::kNhd};

@@ -781,7 +781,9 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
     auto cache = checked_bytes({pages, spec.pool_factor, spec.block_size, spec.kv_heads, widest}, spec.kv_dtype,
                                "the KV cache");
     if (!cache.ok()) return cache.error();
-    auto query = checked_bytes({spec.num_seqs, longest, spec.q_heads, spec.head_dim}, spec.query_dtype, "the query");
+    // Query tokens a sequence: one at decode, at most its length otherwise.
+    const std::int64_t query_rows = spec.query_mode == QueryMode::Decode ? 1 : longest;
+    auto query = checked_bytes({spec.num_seqs, query_rows, spec.q_heads, spec.head_dim}, spec.query_dtype, "the query");
     if (!query.ok()) return query.error();
   }
   Random rng(spec.seed);

@@ -60,6 +60,8 @@ EXPECT = {
     # Session 12: the 32-bit-offset class again, in the kernel that runs by default.
     "33": ("prefill (wgmma-ws rows: pages under 32 slots or not a power of two)",
            "output vs reference on the huge case (> 2^32 bytes of cache; extra step)"),
+    # Session 13: issue 23's head sizes (80, 112, 120 pad a token's lanes).
+    "34": ("direct, split, auto", "output vs reference (or an illegal address): a decode case at head dim 80, 112 or 120"),
 }
 
 
@@ -275,6 +277,15 @@ mutant("32-prefill-alibi-sign-flipped",
        ("kernels/src/prefill/prefill.cu",
         "    x += alibi2 * static_cast<float>(j - pos);\n",
         "    x += alibi2 * static_cast<float>(pos - j);\n"))
+
+mutant("34-decode-padded-dims-read-past-row",
+       "a head size read past its row: the decode loop's padded lanes (head dims 80, 112, 120) take the query's and the key's next columns (the next head's, or the next slot's) as if the row were that much wider",
+       ("kernels/src/decode/decode_common.cuh",
+        "                                    valid && (!T::kKPadded || r + TPT * i < T::kKVecs));\n",
+        "                                    valid);\n"),
+       ("kernels/src/decode/decode_common.cuh",
+        "            h < heads_here && (!T::kKPadded || dim < T::kHeadDim)\n",
+        "            h < heads_here\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",

@@ -1,8 +1,10 @@
 // Decode sweeps of issue 3 through direct, split and auto, each against the
 // CPU reference with the harness's checks (unwritten elements, bitwise
 // repeatability, graph replay with changed tables); issue 23's attention
-// sinks and ALiBi through the same paths.
+// sinks, ALiBi, head sizes and latent (MLA) caches through the same paths.
 #include <doctest/doctest.h>
+
+#include <cmath>
 
 #include "gpu_test_util.hpp"
 #include "pagecheck/batch_invariance.hpp"
@@ -428,4 +430,42 @@ TEST_CASE("decode: head sizes 32, 80, 96, 112, 120 over every KV dtype, GQA 4/8,
     h.num_seqs = 2;
     check_decode(h, "split:512:512");
   }
+}
+
+TEST_CASE("decode: latent (MLA) caches, 576/512 over one KV head, every KV dtype, block 64 and 7, 16 and 128 heads") {
+  // V is the first 512 of K's 576 columns; the decode paths take it on the
+  // CUDA-core loop (issue 23, until the MLA decode kernel).
+  std::uint64_t seed = 3500;
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
+    auto s = decode_spec(fmt::format("mla-{}", dtype_name(kv)), seed++);
+    s.latent = true;
+    s.head_dim = 576;
+    s.v_head_dim = 512;
+    s.q_heads = 16;
+    s.kv_heads = 1;
+    s.block_size = 64;
+    s.scale = 1.0 / std::sqrt(192.0);
+    s.kv_dtype = kv;
+    if (is_fp8(kv)) {
+      s.k_scale = 0.5;
+      s.v_scale = 2.0;
+    }
+    s.seq_len_list = {1, 63, 64, 65, 700};
+    s.num_seqs = 5;
+    check_decode(s, "split:256:256");
+  }
+  auto s = decode_spec("mla-128-heads-block7-sinks", seed++);
+  s.latent = true;
+  s.head_dim = 576;
+  s.v_head_dim = 512;
+  s.q_heads = 128;
+  s.kv_heads = 1;
+  s.block_size = 7;
+  s.scale = 1.0 / std::sqrt(192.0);
+  s.sinks = true;
+  s.layout = KvLayout::NHD;
+  s.table_form = TableForm::Csr;
+  s.seq_len_list = {5, 300};
+  s.num_seqs = 2;
+  check_decode(s, "split:64:64");
 }

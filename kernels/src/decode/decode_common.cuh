@@ -742,7 +742,7 @@ __device__ __forceinline__ void store_final(const DecodeParams& p, const float* 
 }
 
 // ---- the one switch: (kv dtype, head dims) -> traits -------------------------------
-inline const char* built_head_dims() { return "32, 64, 80, 96, 112, 120, 128, 192/128, 256"; }
+inline const char* built_head_dims() { return "32, 64, 80, 96, 112, 120, 128, 192/128, 256, 576/512"; }
 
 // Head dims the tensor-core loop (decode_mma.cuh) takes for 16-bit caches;
 // issue 23's 32, 80, 96, 112 and 120 run the CUDA-core loop (one kernel
@@ -751,9 +751,12 @@ inline const char* built_head_dims() { return "32, 64, 80, 96, 112, 120, 128, 19
 inline bool head_dims_tensor_core(std::int64_t dk, std::int64_t dv) {
   return (dk == dv && (dk == 64 || dk == 128 || dk == 256)) || (dk == 192 && dv == 128);
 }
+// 576/512: a latent (MLA) cache's rows (V the first 512 of K's 576
+// columns; the upload gives the value view rows of 576), on the CUDA-core
+// loop until the MLA decode kernel of issue 23 (item 2); no ALiBi.
 inline bool head_dims_built(std::int64_t dk, std::int64_t dv) {
   return head_dims_tensor_core(dk, dv) ||
-         (dk == dv && (dk == 32 || dk == 80 || dk == 96 || dk == 112 || dk == 120));
+         (dk == dv && (dk == 32 || dk == 80 || dk == 96 || dk == 112 || dk == 120)) || (dk == 576 && dv == 512);
 }
 inline bool kv_dtype_built(DType d) {
   return d == DType::F32 || d == DType::F16 || d == DType::BF16 || d == DType::F8_E4M3 || d == DType::F8_E5M2;
@@ -771,6 +774,8 @@ Status dispatch_dims(std::int64_t dk, std::int64_t dv, F&& f) {
   if constexpr (Traits<KV, 192, 128>::kBuilt)
     if (dk == 192 && dv == 128) return f(Traits<KV, 192, 128>{});
   if constexpr (!Traits<KV, 128, 128>::kTensorCore) {  // issue 23's head sizes: the CUDA-core loop
+    if constexpr (!Traits<KV, 128, 128>::kAlibi)
+      if (dk == 576 && dv == 512) return f(Traits<KV, 576, 512>{});
     if (dk == dv) {
       switch (dk) {
         case 32: return f(Traits<KV, 32, 32>{});

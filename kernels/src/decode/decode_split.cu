@@ -199,14 +199,19 @@ __host__ __device__ inline int merge_groups(std::int64_t partitions) {
 // 120) round the group up to whole warps, whose last threads reduce the
 // statistics but load and store no dim.
 constexpr int merge_threads(int dv) { return (dv + 31) / 32 * 32; }
+// Groups a merge CTA may hold: 4, fewer where 4 rows pass 1024 threads
+// (a latent cache's 512-column V: 2).
+constexpr int merge_max_groups(int dv) {
+  return kMaxMergeGroups * merge_threads(dv) <= 1024 ? kMaxMergeGroups : 1024 / merge_threads(dv);
+}
 
 template <int DV>
-__global__ void __launch_bounds__(kMaxMergeGroups * merge_threads(DV))
+__global__ void __launch_bounds__(merge_max_groups(DV) * merge_threads(DV))
     decode_merge_kernel(const __grid_constant__ DecodeParams p) {
   constexpr int kGroupThreads = merge_threads(DV);
-  constexpr int kMaxWarps = kMaxMergeGroups * kGroupThreads / 32;
+  constexpr int kMaxWarps = merge_max_groups(DV) * kGroupThreads / 32;
   __shared__ float reduce_m[kMaxWarps], reduce_l[kMaxWarps];
-  __shared__ float group_acc[kMaxMergeGroups][DV];
+  __shared__ float group_acc[merge_max_groups(DV)][DV];
   const std::int64_t seq = blockIdx.x / p.q_heads;
   const int q_head = blockIdx.x % p.q_heads;
   const std::int32_t seq_len = p.kv.seq_lens[seq];
@@ -464,7 +469,8 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
     cudaLaunchConfig_t config = {};
     config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
-    config.blockDim = dim3(merge_groups(workspace.max_partitions) * merge_threads(T::kVHeadDim));
+    config.blockDim = dim3(std::min(merge_groups(workspace.max_partitions), merge_max_groups(T::kVHeadDim)) *
+                           merge_threads(T::kVHeadDim));
     auto merge_kernel = decode_merge_kernel<T::kVHeadDim>;
     if constexpr (PC_DECODE_WARP_MERGE && T::kVHeadDim % 32 == 0) {
       config.gridDim = dim3(static_cast<unsigned>((merge_ctas + kWarpMergeWarps - 1) / kWarpMergeWarps));
