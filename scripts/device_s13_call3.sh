@@ -70,7 +70,7 @@ fi
 cp "$build"/carry/*.so "$BIN/"
 pids=()  # `wait` alone would also wait for the watchdog
 if [ "${SOAK:-1}" = 1 ]; then  # SOAK=0 leaves them out
-  timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS="faulty invariance" FAULTY_MINUTES="${FAULTY_MINUTES:-2}" \
+  timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS="${SOAK_STEPS:-faulty invariance}" FAULTY_MINUTES="${FAULTY_MINUTES:-2}" \
     scripts/device_soak_check.sh run \
     >"$OUT/soakcheck.log" 2>&1 &
   pids+=($!)
