@@ -62,6 +62,7 @@ EXPECT = {
            "output vs reference on the huge case (> 2^32 bytes of cache; extra step)"),
     # Session 13: issue 23's head sizes (80, 112, 120 pad a token's lanes).
     "34": ("direct, split, auto", "output vs reference (or an illegal address): a decode case at head dim 80, 112 or 120"),
+    "35": ("direct, split, auto", "output vs reference: a latent (MLA) decode case (the mla family's decode rows)"),
 }
 
 
@@ -286,6 +287,15 @@ mutant("34-decode-padded-dims-read-past-row",
        ("kernels/src/decode/decode_common.cuh",
         "            h < heads_here && (!T::kKPadded || dim < T::kHeadDim)\n",
         "            h < heads_here\n"))
+
+mutant("35-decode-mla-v-from-rope",
+       "MLA V read from the rope columns: over a latent cache (V narrower than its 576-column rows) the decode paths take V as the last 512 columns, rope included, instead of the first 512",
+       ("kernels/src/decode/decode_direct.cu",
+        "  p.kv = kv;\n",
+        "  p.kv = kv;\n"
+        "  if (kv.v_head_dim < kv.head_dim && kv.value_strides.slot == kv.key_strides.slot)  // V = the row's last columns\n"
+        "    p.kv.value_data = static_cast<const char*>(kv.value_data) +\n"
+        "                      (kv.head_dim - kv.v_head_dim) * static_cast<std::int64_t>(dtype_size(view.kv_dtype));\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",
