@@ -385,8 +385,10 @@ bool sm90_available() {
 }
 
 bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
-  // Head dim 64: the warp-specialised kernel only (this file's is built for 128).
-  if (view.kv.head_dim == 64 && view.kv.v_head_dim == 64) return sm90_ws_supports(view, contiguous);
+  // Head dims 64 and 256: the warp-specialised kernel only (this file's is
+  // built for 128).
+  if (view.kv.head_dim == view.kv.v_head_dim && (view.kv.head_dim == 64 || view.kv.head_dim == 256))
+    return sm90_ws_supports(view, contiguous);
   if (view.kv.head_dim != 128 || view.kv.v_head_dim != 128) return false;
   const DType kv = view.kv_dtype;
   if (contiguous) return kv == DType::BF16;

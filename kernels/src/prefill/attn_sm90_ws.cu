@@ -143,7 +143,14 @@ struct WsTraits {
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
   static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
-  static constexpr int kBlockN = 128;              // keys per tile
+  // Keys per tile: 128; 64 at head dim 256, where a consumer's O is 128
+  // floats a thread and S of 128 keys would not fit beside it.
+  static constexpr int kBlockN = DK == 256 ? 64 : 128;
+  // Q buffers: two (the next work tile's Q arrives during this one's tail);
+  // one at head dim 256 (64 KB a buffer: two do not fit beside the K/V
+  // stages), and no split query there (its lo rows take buffer 1).
+  static constexpr int kQBuffers = DK == 256 ? 1 : 2;
+  static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
   static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
@@ -179,13 +186,14 @@ struct WsTraits {
   // stage_tile_rows_fp8).
   static constexpr int kStagingBytes = kFp8 ? 2 * kBlockN * DK : 0;
   static constexpr int kSmemBytes =
-      1024 + 2 * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
+      1024 + kQBuffers * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
-  static_assert(kBlockN == 128, "the row producer gives each of its 128 lanes one key of a tile");
+  static_assert(kTma || kBlockN == 128, "the row producer gives each of its 128 lanes one key of a tile");
   static_assert(!kFp8 || !kTma, "FP8 caches take the row producer (it widens them)");
-  static_assert(DK == 128 || DK == 64, "head dims 64 and 128");
+  static_assert(DK == 128 || DK == 64 || DK == 256, "head dims 64, 128 and 256");
+  static_assert(DK != 256 || (kTma && !CONTIG), "head dim 256: paged caches by tensor copies (the row producer: next)");
   static_assert(!kFp8 || DK == 128, "FP8 caches at head dim 128 only");
   static_assert(!CONTIG || DK == 128, "the gather's workspace (fmha) is head dim 128");
 };
@@ -424,7 +432,7 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
   // up to 16 boxes (pages of 8 slots) in one instruction; one lane issuing
   // them in turn held block 16 at 221 TFLOP/s (8 x 2048) against 460 for
   // block 64.
-  const int b = T::kHalves == 2 ? lane >> 1 : lane, half = T::kHalves == 2 ? lane & 1 : 0;
+  const int b = lane / T::kHalves, half = lane % T::kHalves;
   const std::int32_t box_page = __shfl_sync(0xffffffffu, page, b & 31);
   if (b < p.boxes_per_tile && !(edge_boxes & (1u << b))) {
     const int k0 = key0 + b * box_rows;
@@ -552,7 +560,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const std::uint32_t raw_base = smem_u32(smem_raw);
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
-  const std::uint32_t k_smem = q_smem + 2 * T::kQBytes;                // [stage] K tiles
+  const std::uint32_t k_smem = q_smem + T::kQBuffers * T::kQBytes;    // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
   const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
   const std::uint32_t scratch = bars + T::kBarrierBytes;
@@ -651,10 +659,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       Work k;
       if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
       if (p.q_tma && warp == 8) {
-        // Q of this work tile into buffer item % 2, once the consumers are
-        // done with the work tile two before.
-        const int b = static_cast<int>(item & 1);
-        if (item >= 2) mbar_wait(q_empty(b), static_cast<int>((item >> 1) & 1) ^ 1);
+        // Q of this work tile into buffer item % kQBuffers, once the
+        // consumers are done with the work tile kQBuffers before.
+        const int b = static_cast<int>(item % T::kQBuffers);
+        if (item >= T::kQBuffers) mbar_wait(q_empty(b), static_cast<int>((item / T::kQBuffers) & 1) ^ 1);
         if (lane == 0) {
           const std::uint32_t dst = q_smem + b * T::kQBytes;
           const int token0 = static_cast<int>(k.q_begin + k.row0 / group);
@@ -823,11 +831,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     WS_TRACE(1);
     WS_TRACE_AT(8, k.num_tiles);
     WS_TRACE_AT(9, ahead.w);
-    const int q_buf = split_q ? 0 : static_cast<int>(item & 1);
+    const int q_buf = split_q ? 0 : static_cast<int>(item % T::kQBuffers);
     const std::uint32_t q_wg = q_smem + q_buf * T::kQBytes + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
 
     if (p.q_tma) {
-      mbar_wait(q_full(q_buf), static_cast<int>((item >> 1) & 1));
+      mbar_wait(q_full(q_buf), static_cast<int>((item / T::kQBuffers) & 1));
     } else {
       // This warpgroup's 64 Q rows -> smem (operand type); rows past the
       // sequence's query are zeros. Its previous S GEMMs have completed.
@@ -853,7 +861,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     for (int i = 0; i < T::DV / 2; ++i) o[i] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    const auto issue_s = [&](float (&sacc)[64], std::uint32_t ks) {
+    const auto issue_s = [&](float (&sacc)[T::kSFloats], std::uint32_t ks) {
       issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
     const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
@@ -866,12 +874,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     // pressure at the join, and ptxas put wait<0> (P V done) before the
     // exponentials to borrow P's registers for the row sums, so the softmax
     // no longer ran under P V.
-    const auto softmax = [&](auto softcap_c, float (&sacc)[64], int kt, float (&alphas)[2]) {
+    const auto softmax = [&](auto softcap_c, float (&sacc)[T::kSFloats], int kt, float (&alphas)[2]) {
       constexpr bool kSoftcap = decltype(softcap_c)::value;
       const float exp_scale = kSoftcap ? 1.f : p.a.logit_mul;
       if constexpr (kSoftcap) {
 #pragma unroll
-        for (int e = 0; e < 64; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
+        for (int e = 0; e < T::kSFloats; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
       }
       const int n0 = kt * kBlockN;
       const bool need_mask = k.needs_mask<kBlockN>(n0, causal, window);
@@ -884,13 +892,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       // 2^8 (+1.2-2.9% at the bench shapes on the H100, session 9).
       softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, exp_scale);
     };
-    const auto to_operand = [&](const float (&sacc)[64], std::uint32_t (&pa)[kBlockN / 16][4]) {
+    const auto to_operand = [&](const float (&sacc)[T::kSFloats], std::uint32_t (&pa)[kBlockN / 16][4]) {
       pack_p<T::kF16V, kBlockN>(sacc, pa);
     };
 
     const auto run_tiles = [&](auto softcap_c) {
       std::uint32_t pa[kBlockN / 16][4];
-      float sacc[64];
+      float sacc[T::kSFloats];
       float alphas[2];
       // Tile 0: S alone.
       {
@@ -1056,6 +1064,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           bulk_commit();
         }
         out_pending = q_buf;
+        // One Q buffer (head dim 256): the producer needs it back before the
+        // next work tile's Q, so the copies' reads are waited for here.
+        if constexpr (T::kQBuffers == 1) finish_out_store();
         WS_TRACE_EPI(12);
         store_lse();
       } else {
@@ -1422,6 +1433,15 @@ bool sm90_ws_out_tma_enabled() {
 
 // ---- dispatch -----------------------------------------------------------------
 
+// Head dim 256 on this kernel: a developer knob until its device check.
+bool sm90_ws_d256_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("PAGECHECK_WS_D256");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
+
 bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   static const bool forced_v3 = [] {
     const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
@@ -1432,7 +1452,13 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   // built for 128 only, FP8 widening for 128 rows).
   const bool d128 = view.kv.head_dim == 128 && view.kv.v_head_dim == 128;
   const bool d64 = view.kv.head_dim == 64 && view.kv.v_head_dim == 64;
-  if (!d128 && !(d64 && !contiguous && (view.kv_dtype == DType::BF16 || view.kv_dtype == DType::F16))) return false;
+  const bool paged16 = !contiguous && (view.kv_dtype == DType::BF16 || view.kv_dtype == DType::F16);
+  // Head dim 256 (work in progress, PAGECHECK_WS_D256=1 until measured):
+  // 16-bit pages of 32+ slots (tensor copies), a query in the operand type
+  // (one Q buffer: no split query).
+  const bool d256 = view.kv.head_dim == 256 && view.kv.v_head_dim == 256 && paged16 && sm90_ws_d256_enabled() &&
+                    sm90_ws_uses_tma(view.kv.block_size, view.kv_dtype) && view.query_dtype == view.kv_dtype;
+  if (!d128 && !(d64 && paged16) && !d256) return false;
   // A driver without the tensor-map encoder: attn_sm90.cu's kernel instead.
   if (encode_tiled() == nullptr) return false;
   const bool fp8 = view.kv_dtype == DType::F8_E4M3 || view.kv_dtype == DType::F8_E5M2;
@@ -1461,6 +1487,10 @@ Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
   const bool tma = sm90_ws_uses_tma(p.view.kv.block_size, p.view.kv_dtype);
   if (contiguous) {
     if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::Contiguous>>(p, stream);
+  } else if (p.view.kv.head_dim == 256) {
+    if (!tma) return invalid_input("head dim 256 on the warp-specialised kernel takes pages of 32+ slots");
+    if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::PagedTma, 256>>(p, stream);
+    if (p.view.kv_dtype == DType::F16) return launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma, 256>>(p, stream);
   } else if (p.view.kv.head_dim == 64) {
     switch (p.view.kv_dtype) {
       case DType::BF16:

@@ -86,6 +86,25 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                  \
                : PC_WGMMA_D32_OPERANDS(d)                                                         \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+// D[64x64] (+)= A[64x16] (smem, K-major) * B[16x64] (smem, K-major): S of
+// a 64-key tile (head dim 256's).
+#define PC_WGMMA_SS64(TYPE, d, desc_a, desc_b, accumulate)                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TYPE "." TYPE " " PC_WGMMA_D32_REGS  \
+               ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
+               : PC_WGMMA_D32_OPERANDS(d)                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// The 128 float accumulators of an m64n256 wgmma (head dim 256's O), as
+// %0..%127.
+#define PC_WGMMA_D128_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define PC_WGMMA_D128_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+// D[64x256] += A[64x16] (registers) * B[16x256] (smem, MN-major).
+#define PC_WGMMA_RS256(TYPE, d, a, desc_b)                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                    \
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32." TYPE "." TYPE " " PC_WGMMA_D128_REGS \
+               ", {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n}\n"                              \
+               : PC_WGMMA_D128_OPERANDS(d)                                                        \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 // D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
 #define PC_WGMMA_RS(TYPE, d, a, desc_b)                                                          \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
@@ -95,22 +114,34 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 #endif
 
-template <bool kF16>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
-#ifdef PAGECHECK_SM90A_DEVICE
-  if constexpr (kF16)
-    PC_WGMMA_SS("f16", d, a, b, accumulate);
-  else
-    PC_WGMMA_SS("bf16", d, a, b, accumulate);
-#endif
-}
-// D[64 x 2N] += A (registers) * B (smem): m64n128 for 64 accumulators a
-// thread (head dim 128's O), m64n64 for 32 (head dim 64's).
-template <bool kF16, int N>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N], const std::uint32_t (&a)[4], std::uint64_t b) {
+// D[64 x 2N] (+)= A (smem) * B (smem): m64n128 for 64 accumulators a thread
+// (S of a 128-key tile), m64n64 for 32 (a 64-key tile).
+template <bool kF16, int N = 64>
+__device__ __forceinline__ void wgmma_ss(float (&d)[N], std::uint64_t a, std::uint64_t b, int accumulate) {
   static_assert(N == 64 || N == 32, "m64n128 or m64n64");
 #ifdef PAGECHECK_SM90A_DEVICE
   if constexpr (N == 64 && kF16)
+    PC_WGMMA_SS("f16", d, a, b, accumulate);
+  else if constexpr (N == 64)
+    PC_WGMMA_SS("bf16", d, a, b, accumulate);
+  else if constexpr (kF16)
+    PC_WGMMA_SS64("f16", d, a, b, accumulate);
+  else
+    PC_WGMMA_SS64("bf16", d, a, b, accumulate);
+#endif
+}
+// D[64 x 2N] += A (registers) * B (smem): m64n128 for 64 accumulators a
+// thread (head dim 128's O), m64n64 for 32 (head dim 64's), m64n256 for
+// 128 (head dim 256's).
+template <bool kF16, int N>
+__device__ __forceinline__ void wgmma_rs(float (&d)[N], const std::uint32_t (&a)[4], std::uint64_t b) {
+  static_assert(N == 128 || N == 64 || N == 32, "m64n256, m64n128 or m64n64");
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (N == 128 && kF16)
+    PC_WGMMA_RS256("f16", d, a, b);
+  else if constexpr (N == 128)
+    PC_WGMMA_RS256("bf16", d, a, b);
+  else if constexpr (N == 64 && kF16)
     PC_WGMMA_RS("f16", d, a, b);
   else if constexpr (N == 64)
     PC_WGMMA_RS("bf16", d, a, b);
@@ -238,12 +269,15 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
-// Rows of S (this thread's two rows, g and g + 8): max and sum over the 32
-// values each, then across the four lanes of the row.
-__device__ __forceinline__ float row_max(const float (&s)[64], int h) {
+// Rows of S (this thread's two rows, g and g + 8): max over the N / 2
+// values each (32 for a 128-key tile, 16 for 64 keys), then across the four
+// lanes of the row.
+template <int N>
+__device__ __forceinline__ float row_max(const float (&s)[N], int h) {
+  static_assert(N % 8 == 0, "whole pairs of n8 blocks");
   float a = fmaxf(s[2 * h], s[2 * h + 1]), b = fmaxf(s[4 + 2 * h], s[4 + 2 * h + 1]);
 #pragma unroll
-  for (int nb = 2; nb < 16; nb += 2) {
+  for (int nb = 2; nb < N / 4; nb += 2) {
     a = fmaxf(a, fmaxf(s[nb * 4 + 2 * h], s[nb * 4 + 2 * h + 1]));
     b = fmaxf(b, fmaxf(s[nb * 4 + 4 + 2 * h], s[nb * 4 + 4 + 2 * h + 1]));
   }

@@ -1,6 +1,6 @@
 // One consumer warpgroup's step over a key tile, shared by the two wgmma
 // attention kernels (attn_sm90.cu, attn_sm90_ws.cu): S = Q K^T for the
-// warpgroup's 64 query rows against 128 keys, the mask, the online softmax
+// warpgroup's 64 query rows against 128 keys (64 at head dim 256), the mask, the online softmax
 // of this thread's two rows (g and g + 8 of its warp's 16), P packed into
 // the A-operand registers, and O += P V. The kernels differ in how K/V
 // arrive and who waits for what; the arithmetic is this one copy.
@@ -19,30 +19,31 @@ namespace pagecheck::gpu::attn {
 
 // S = Q K^T (or S += Q_lo K^T after it for a split query): kDK / 16
 // k-steps of 16 dims over 128-byte swizzled Q (kRowsQ rows a 64-dim column
-// half) and K (kKeys).
+// half) and K (kKeys rows a column half; S holds kKeys / 2 floats a thread:
+// m64n128 for 128 keys, m64n64 for 64).
 template <bool kF16, int kRowsQ, int kKeys, int kDK = 128>
-__device__ __forceinline__ void issue_qk(float (&s)[64], std::uint32_t q_wg, std::uint32_t q_lo_wg, std::uint32_t ks,
-                                         bool split_q) {
-  static_assert(kDK == 64 || kDK == 128, "head dims of one or two 64-dim column halves");
+__device__ __forceinline__ void issue_qk(float (&s)[kKeys / 2], std::uint32_t q_wg, std::uint32_t q_lo_wg,
+                                         std::uint32_t ks, bool split_q) {
+  static_assert(kDK == 64 || kDK == 128 || kDK == 256, "head dims of one, two or four 64-dim column halves");
 #pragma unroll
   for (int kk = 0; kk < kDK / 16; ++kk) {
     const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
     const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
-    wgmma_ss<kF16>(s, da, db, kk > 0);
+    wgmma_ss<kF16, kKeys / 2>(s, da, db, kk > 0);
   }
   if (split_q) {
 #pragma unroll
     for (int kk = 0; kk < kDK / 16; ++kk) {
       const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
       const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
-      wgmma_ss<kF16>(s, da, db, true);
+      wgmma_ss<kF16, kKeys / 2>(s, da, db, true);
     }
   }
 }
 
 // O += P V: k-steps of 16 keys; V is MN-major (dims contiguous): leading
-// byte offset = the second 64-dim column half, stride = 8 keys. kDV 128
-// (m64n128, O 64 floats a thread) or 64 (m64n64, 32).
+// byte offset = the next 64-dim column half, stride = 8 keys. kDV 128
+// (m64n128, O 64 floats a thread), 64 (m64n64, 32) or 256 (m64n256, 128).
 template <bool kF16, int kKeys, int kDV = 128>
 __device__ __forceinline__ void issue_pv(float (&o)[kDV / 2], const std::uint32_t (&pa)[kKeys / 16][4],
                                          std::uint32_t vs) {
@@ -62,8 +63,8 @@ __device__ __forceinline__ void issue_pv(float (&o)[kDV / 2], const std::uint32_
 // relative to n0 + 2 t, so c stays an immediate. (Computing both rows'
 // bounds first and masking after rescheduled a fifth of the ws kernel's
 // SASS; this order leaves it as it was.)
-template <class PosOf>
-__device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int first_row, PosOf pos_of, int key_lo,
+template <int N, class PosOf>
+__device__ __forceinline__ void mask_tile(float (&s)[N], int n0, int t, int first_row, PosOf pos_of, int key_lo,
                                           int key_hi, bool causal, std::int64_t window) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -72,7 +73,7 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int fir
     const int vis_lo = window > 0 ? static_cast<int>(max(static_cast<std::int64_t>(key_lo), pos - window + 1)) : key_lo;
     const int lo_rel = vis_lo - (n0 + 2 * t), hi_rel = vis_hi - (n0 + 2 * t);
 #pragma unroll
-    for (int nb = 0; nb < 16; ++nb)
+    for (int nb = 0; nb < N / 4; ++nb)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = nb * 8 + e;
@@ -87,15 +88,15 @@ __device__ __forceinline__ void mask_tile(float (&s)[64], int n0, int t, int fir
 // FMA pipe (exp2_poly3) instead of MUFU, FlashAttention-4's split, for a
 // softmax whose exponentials bind (head dim 64; a developer knob until
 // measured: attn_sm90_ws.cu's PAGECHECK_WS_EXP_POLY).
-template <int kPolyEvery = 0>
-__device__ __forceinline__ float exp_row(float (&s)[64], int h, float exp_scale, float ref) {
+template <int kPolyEvery = 0, int N>
+__device__ __forceinline__ float exp_row(float (&s)[N], int h, float exp_scale, float ref) {
   const auto exp2_of = [](int nb, float x) {
     constexpr int kEvery = kPolyEvery > 0 ? kPolyEvery : 1;  // (no % 0, even where unused)
     return kPolyEvery > 0 && nb % kEvery == kEvery - 1 ? exp2_poly3(x) : fast_exp2(x);
   };
   float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
-  for (int nb = 0; nb < 16; ++nb) {
+  for (int nb = 0; nb < N / 4; ++nb) {
     s[nb * 4 + 2 * h] = exp2_of(nb, fmaf(s[nb * 4 + 2 * h], exp_scale, -ref));
     s[nb * 4 + 2 * h + 1] = exp2_of(nb, fmaf(s[nb * 4 + 2 * h + 1], exp_scale, -ref));
     sum_a += s[nb * 4 + 2 * h];
@@ -107,7 +108,8 @@ __device__ __forceinline__ float exp_row(float (&s)[64], int h, float exp_scale,
 // Online softmax of this thread's two rows: S (scaled by exp_scale, base 2)
 // becomes unnormalised P in place, m and l are updated, alphas receive O's
 // rescale factors.
-__device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], float (&l)[2], float (&alphas)[2],
+template <int N>
+__device__ __forceinline__ void softmax_rows(float (&s)[N], float (&m)[2], float (&l)[2], float (&alphas)[2],
                                              float exp_scale) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -129,8 +131,8 @@ __device__ __forceinline__ void softmax_rows(float (&s)[64], float (&m)[2], floa
 // rescale_o skips the warp's 64 multiplies when all of them are. m is the
 // reference, so m + log2(l) is the row's LSE (base 2) as before.
 constexpr float kLazySlack = 8.f;
-template <int kPolyEvery = 0>
-__device__ __forceinline__ void softmax_rows_lazy(float (&s)[64], float (&m)[2], float (&l)[2], float (&alphas)[2],
+template <int kPolyEvery = 0, int N>
+__device__ __forceinline__ void softmax_rows_lazy(float (&s)[N], float (&m)[2], float (&l)[2], float (&alphas)[2],
                                                   float exp_scale) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -162,7 +164,7 @@ __device__ __forceinline__ void rescale_o(float (&o)[N], const float (&alphas)[2
 // P (registers, operand type) in the A-fragment layout: k-step kk holds
 // keys 16 kk .. 16 kk + 15, i.e. S's n8 blocks 2 kk and 2 kk + 1.
 template <bool kF16, int kKeys>
-__device__ __forceinline__ void pack_p(const float (&s)[64], std::uint32_t (&pa)[kKeys / 16][4]) {
+__device__ __forceinline__ void pack_p(const float (&s)[kKeys / 2], std::uint32_t (&pa)[kKeys / 16][4]) {
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
     pa[kk][0] = pack2<kF16>(s[8 * kk + 0], s[8 * kk + 1]);
