@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Session 13, call 3: issue 23's head sizes (32, 80, 96, 112, 120) on the
-# CUDA-core kernels of direct, split, auto and prefill, and head dim 64 with
-# two K/V stages (the new default), on the binaries of this tree.
+# Session 13, call 3 (not run in session 13: no device started; for the
+# next session): issue 23's head sizes (32, 80, 96, 112, 120) and latent
+# (MLA) caches on the CUDA-core kernels of direct, split, auto (and the
+# head sizes on prefill's), head dim 64 with two K/V stages (the new
+# default), and head dim 256 on the warp-specialised kernel under
+# PAGECHECK_WS_D256=1, on the binaries of this tree.
 #   here:  ninja -C build-pending pagecheck test_gpu_prefill test_gpu_decode test_gpu_core
 #          scripts/device_s13_call3.sh pack      (xz into build-pending/carry)
 #   there: D=$OUT; OUT=/tmp/c3 PACK=$D scripts/device_s13_call3.sh run
@@ -58,6 +61,14 @@ for d in ${DECODE_DIMS:-128 96 80}; do
   echo "bench decode d$d: $(awk '/^decode-/ {s=$1} /^  [a-z]+ +pass/ {p=$1} /GB\/s/ && !/stage/ && p != "" {printf "%s %s %s; ", s, p, $1; p = ""}' "$OUT/bench_decode_d$d.log")" |
     tee -a "$OUT/summary.txt"
 done
+# Head dim 256 on the warp-specialised kernel (PAGECHECK_WS_D256=1, 64-key
+# tiles; pages of 32+ slots) against mma.sync, block 64.
+for knob in 0 1; do
+  PAGECHECK_WS_D256=$knob timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim 256 \
+    --block-size 64 >"$OUT/bench_d256_ws$knob.log" 2>&1
+  echo "bench prefill d256 b64 PAGECHECK_WS_D256=$knob: $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench_d256_ws$knob.log") $(grep -o 'wgmma-ws[^)]*\|mma.sync' "$OUT/bench_d256_ws$knob.log" | sort -u | tr '\n' ' ')" |
+    tee -a "$OUT/summary.txt"
+done
 # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64 (issue 23's
 # figure), on the decode paths' CUDA-core loop; no reference (timing only).
 timeout "${MLA_LIMIT:-90}" pagecheck run --mla --q-heads 128 --seqs 64 --seq-len 4096 --block-size 64 --mode decode \
@@ -80,6 +91,15 @@ pids+=($!)
 s test_gpu_prefill test_gpu_prefill &
 pids+=($!)
 s test_gpu_core test_gpu_core &
+pids+=($!)
+PAGECHECK_WS_D256=1 s test_gpu_prefill_d256 test_gpu_prefill &
+pids+=($!)
+PAGECHECK_WS_D256=1 s suite_d256 pagecheck run --paths reference,prefill --no-timing --require-gpu --head-dim 256 \
+  --block-size 64 --mode chunked --seqs 4 --seq-lens 54 97 512 2048 --q-len 577 --json "$OUT/suite_d256.json" &
+pids+=($!)
+PAGECHECK_WS_D256=1 s memcheck_d256 compute-sanitizer --tool memcheck --error-exitcode 9 pagecheck run --no-timing \
+  --require-gpu --head-dim 256 --block-size 32 --mode chunked --seqs 3 --seq-lens 40 97 300 --q-len 65 \
+  --paths reference,prefill &
 pids+=($!)
 s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
 pids+=($!)
