@@ -746,8 +746,8 @@ inline const char* built_head_dims() { return "32, 64, 80, 96, 112, 120, 128, 19
 
 // Head dims the tensor-core loop (decode_mma.cuh) takes for 16-bit caches;
 // issue 23's 32, 80, 96, 112 and 120 run the CUDA-core loop (one kernel
-// each per cache dtype, ALiBi and not: the build-time table is in
-// docs/performance.md, "Head sizes 32-120").
+// each per cache dtype, ALiBi and not: their build time is in
+// docs/performance.md, session 13).
 inline bool head_dims_tensor_core(std::int64_t dk, std::int64_t dv) {
   return (dk == dv && (dk == 64 || dk == 128 || dk == 256)) || (dk == 192 && dv == 128);
 }
