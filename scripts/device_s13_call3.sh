@@ -62,11 +62,12 @@ for d in ${DECODE_DIMS:-128 96 80}; do
     tee -a "$OUT/summary.txt"
 done
 # Head dim 256 on the warp-specialised kernel (PAGECHECK_WS_D256=1, 64-key
-# tiles; pages of 32+ slots) against mma.sync, block 64.
-for knob in 0 1; do
+# tiles; rows at block 16, tensor copies at 64) against mma.sync.
+for run in 0:16 1:16 0:64 1:64; do
+  knob=${run%%:*} bs=${run#*:}
   PAGECHECK_WS_D256=$knob timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim 256 \
-    --block-size 64 >"$OUT/bench_d256_ws$knob.log" 2>&1
-  echo "bench prefill d256 b64 PAGECHECK_WS_D256=$knob: $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench_d256_ws$knob.log") $(grep -o 'wgmma-ws[^)]*\|mma.sync' "$OUT/bench_d256_ws$knob.log" | sort -u | tr '\n' ' ')" |
+    --block-size "$bs" >"$OUT/bench_d256_ws${knob}_b$bs.log" 2>&1
+  echo "bench prefill d256 b$bs PAGECHECK_WS_D256=$knob: $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench_d256_ws${knob}_b$bs.log") $(grep -o 'wgmma-ws[^)]*\|mma.sync' "$OUT/bench_d256_ws${knob}_b$bs.log" | sort -u | tr '\n' ' ')" |
     tee -a "$OUT/summary.txt"
 done
 # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64 (issue 23's
@@ -97,10 +98,12 @@ pids+=($!)
 PAGECHECK_WS_D256=1 s suite_d256 pagecheck run --paths reference,prefill --no-timing --require-gpu --head-dim 256 \
   --block-size 64 --mode chunked --seqs 4 --seq-lens 54 97 512 2048 --q-len 577 --json "$OUT/suite_d256.json" &
 pids+=($!)
-PAGECHECK_WS_D256=1 s memcheck_d256 compute-sanitizer --tool memcheck --error-exitcode 9 pagecheck run --no-timing \
-  --require-gpu --head-dim 256 --block-size 32 --mode chunked --seqs 3 --seq-lens 40 97 300 --q-len 65 \
-  --paths reference,prefill &
-pids+=($!)
+for bs in 32 7; do  # tensor copies, rows
+  PAGECHECK_WS_D256=1 s memcheck_d256_b$bs compute-sanitizer --tool memcheck --error-exitcode 9 pagecheck run \
+    --no-timing --require-gpu --head-dim 256 --block-size $bs --mode chunked --seqs 3 --seq-lens 40 97 300 \
+    --q-len 65 --paths reference,prefill &
+  pids+=($!)
+done
 s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
 pids+=($!)
 s suite_split64 pagecheck run --paths reference,direct,split,auto --plan split:64:100 --no-timing --require-gpu \

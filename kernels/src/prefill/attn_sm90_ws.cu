@@ -2,8 +2,9 @@
 //
 //   attn_ws_kernel<WsTraits<KV, SRC>>
 //       KV BF16 / F16 (wgmma operands as stored), head dim 128 or 64 for K
-//       and V (WsTraits::DK; 64 for paged 16-bit caches), FP8 widened by
-//       the row producer (head dim 128).
+//       and V (WsTraits::DK; 64 for paged 16-bit caches; 256 for paged
+//       16-bit caches under PAGECHECK_WS_D256=1, work in progress: 64-key
+//       tiles, one Q buffer), FP8 widened by the row producer (head dim 128).
 //       SRC (KvSource): PagedTma (pages of 32..256 slots, powers of two:
 //       whole tensor-copy boxes), PagedRows (any other page size: cp.async
 //       rows), Contiguous (the gather's workspace, fmha). Every other case
@@ -190,10 +191,11 @@ struct WsTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
-  static_assert(kTma || kBlockN == 128, "the row producer gives each of its 128 lanes one key of a tile");
+  static_assert(kTma || kBlockN == 128 || (kBlockN == 64 && kLanesPerRow == 32),
+                "the row producer's warps take 32 keys of a tile (16 at head dim 256)");
   static_assert(!kFp8 || !kTma, "FP8 caches take the row producer (it widens them)");
   static_assert(DK == 128 || DK == 64 || DK == 256, "head dims 64, 128 and 256");
-  static_assert(DK != 256 || (kTma && !CONTIG), "head dim 256: paged caches by tensor copies (the row producer: next)");
+  static_assert(DK != 256 || (!CONTIG && !kFp8), "head dim 256: 16-bit paged caches");
   static_assert(!kFp8 || DK == 128, "FP8 caches at head dim 128 only");
   static_assert(!CONTIG || DK == 128, "the gather's workspace (fmha) is head dim 128");
 };
@@ -465,21 +467,26 @@ __device__ __forceinline__ void produce_tile_tma(const WsParams& p, std::uint32_
 // Head dim 64 (kLanes = 8: 128-byte rows): lanes 8 q .. 8 q + 7 copy row
 // 4 j + q at step j, 8 steps; lane i owns key 32 pw + 4 (i % 8) + i / 8, and
 // `dst_lane[q]` (q < 2) is row 32 pw + 4 q + lane / 8, chunk lane % 8. In
-// general kLanes lanes a row, R = 32 / kLanes rows a step, kLanes steps,
-// 8 / R destinations a lane (row + 8 i adds 1024 i).
-template <int kLanes>
+// general kLanes lanes a row, R = 32 / kLanes rows a step, kRows rows a
+// warp (32; 16 for 64-key tiles) in kRows / R steps, 8 / R destinations a
+// lane (row + 8 i adds 1024 i). Head dim 256 (kLanes = 32: 512-byte rows,
+// 64-key tiles): the warp copies row j of its 16 at step j, lane i chunk i;
+// lanes i and i + 16 own key 16 pw + i % 16.
+template <int kLanes, int kRows = 32>
 __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint32_t full, std::uint64_t chunk_base,
                                                   std::uint32_t my_row, std::uint32_t valid,
                                                   const std::uint32_t (&dst_lane)[kLanes / 4]) {
-  static_assert(kLanes == 16 || kLanes == 8, "rows of 256 or 128 bytes");
-  constexpr int kDst = kLanes / 4;  // 8 / (32 / kLanes)
-  constexpr std::uint32_t kAll = (1u << kLanes) - 1;
+  static_assert(kLanes == 32 || kLanes == 16 || kLanes == 8, "rows of 512, 256 or 128 bytes");
+  constexpr int kDst = kLanes / 4;                 // 8 / (32 / kLanes)
+  constexpr int kSteps = kRows * kLanes / 32;      // kRows / (32 / kLanes)
+  static_assert(kSteps <= 16 || kLanes < 32, "at most 16 rows a step of one lane each");
+  constexpr std::uint32_t kAll = (1u << kSteps) - 1;
   std::uint32_t dst[kDst];
 #pragma unroll
   for (int q = 0; q < kDst; ++q) dst[q] = tile + dst_lane[q];
   if (__all_sync(0xffffffffu, (valid & kAll) == kAll)) {
 #pragma unroll
-    for (int j = 0; j < kLanes; ++j) {
+    for (int j = 0; j < kSteps; ++j) {
       const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, kLanes);
       std::uint64_t src;
       asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
@@ -488,7 +495,7 @@ __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint3
     }
   } else {
 #pragma unroll
-    for (int j = 0; j < kLanes; ++j) {
+    for (int j = 0; j < kSteps; ++j) {
       const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, kLanes);
       std::uint64_t src;
       asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
@@ -607,7 +614,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     // produce_tile_rows and stage_tile_rows_fp8 say why lanes own keys in this order: L lanes
     // copy a row, 32 / L rows a step.
     constexpr int kLanesPerRow = T::kLanesPerRow;
-    const int my_key = 32 * pw + (32 / kLanesPerRow) * (lane % kLanesPerRow) + lane / kLanesPerRow;
+    constexpr int kRowsW = kBlockN / 4;  // a warp's rows of a tile: 32 (16 at head dim 256)
+    const int my_key =
+        kRowsW * pw + ((32 / kLanesPerRow) * (lane % kLanesPerRow) + lane / kLanesPerRow) % kRowsW;
     std::uint32_t dst_lane[kLanesPerRow / 4];  // produce_tile_rows
     std::uint32_t dst_lane_fp8[2][2];  // widen_staged_fp8
     if constexpr (T::kFp8) {
@@ -618,7 +627,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     } else {
 #pragma unroll
       for (int q = 0; q < kLanesPerRow / 4; ++q)
-        dst_lane[q] = sw128<kBlockN>(32 * pw + (32 / kLanesPerRow) * q + lane / kLanesPerRow, lane % kLanesPerRow);
+        dst_lane[q] = sw128<kBlockN>(kRowsW * pw + (32 / kLanesPerRow) * q + lane / kLanesPerRow, lane % kLanesPerRow);
     }
     // The caches' bases plus this lane's 16-byte chunk of a row.
     const std::uint64_t key_chunk =
@@ -748,9 +757,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           // Two calls, not a select of the base: a selected base sat in two
           // unpaired registers, and every address took a 64-bit add more.
           if (value) {
-            produce_tile_rows<kLanesPerRow>(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
+            produce_tile_rows<kLanesPerRow, kRowsW>(tile, full, value_chunk, rows.value, rows.valid, dst_lane);
           } else {
-            produce_tile_rows<kLanesPerRow>(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
+            produce_tile_rows<kLanesPerRow, kRowsW>(tile, full, key_chunk, rows.key, rows.valid, dst_lane);
           }
         }
       };
@@ -1454,10 +1463,9 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   const bool d64 = view.kv.head_dim == 64 && view.kv.v_head_dim == 64;
   const bool paged16 = !contiguous && (view.kv_dtype == DType::BF16 || view.kv_dtype == DType::F16);
   // Head dim 256 (work in progress, PAGECHECK_WS_D256=1 until measured):
-  // 16-bit pages of 32+ slots (tensor copies), a query in the operand type
-  // (one Q buffer: no split query).
+  // 16-bit pages, a query in the operand type (one Q buffer: no split query).
   const bool d256 = view.kv.head_dim == 256 && view.kv.v_head_dim == 256 && paged16 && sm90_ws_d256_enabled() &&
-                    sm90_ws_uses_tma(view.kv.block_size, view.kv_dtype) && view.query_dtype == view.kv_dtype;
+                    view.query_dtype == view.kv_dtype;
   if (!d128 && !(d64 && paged16) && !d256) return false;
   // A driver without the tensor-map encoder: attn_sm90.cu's kernel instead.
   if (encode_tiled() == nullptr) return false;
@@ -1488,9 +1496,12 @@ Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
   if (contiguous) {
     if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::Contiguous>>(p, stream);
   } else if (p.view.kv.head_dim == 256) {
-    if (!tma) return invalid_input("head dim 256 on the warp-specialised kernel takes pages of 32+ slots");
-    if (p.view.kv_dtype == DType::BF16) return launch_ws<WsTraits<KvKind::BF16, KvSource::PagedTma, 256>>(p, stream);
-    if (p.view.kv_dtype == DType::F16) return launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma, 256>>(p, stream);
+    if (p.view.kv_dtype == DType::BF16)
+      return tma ? launch_ws<WsTraits<KvKind::BF16, KvSource::PagedTma, 256>>(p, stream)
+                 : launch_ws<WsTraits<KvKind::BF16, KvSource::PagedRows, 256>>(p, stream);
+    if (p.view.kv_dtype == DType::F16)
+      return tma ? launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma, 256>>(p, stream)
+                 : launch_ws<WsTraits<KvKind::F16, KvSource::PagedRows, 256>>(p, stream);
   } else if (p.view.kv.head_dim == 64) {
     switch (p.view.kv_dtype) {
       case DType::BF16:
