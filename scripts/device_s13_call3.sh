@@ -25,6 +25,9 @@ case "${1:-run}" in
     for f in app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core; do
       strip -o "$build/carry/$(basename "$f")" "$build/$f" && xz -9 -T2 "$build/carry/$(basename "$f")" || exit 4
     done
+    # The commit the binaries were built from (a later session checks it
+    # before it carries a folder it did not pack).
+    echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')" >"$build/carry/BUILT_FROM"
     # The example kernels of issue 21's faulty-kernel soak.
     cp "$build"/examples/external/libsimple_decode.so "$build"/examples/external/libsimple_decode_faulty.so \
       "$build/carry/" || exit 4
