@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The device check of what the last session built but could not run on a
-# GPU. Pending after session 12 (2026-12-06): FP8 caches in the ws kernel
+# GPU. Run in session 13 (call 1, docs/performance.md: everything passed;
+# what session 13 left pending is scripts/device_s13_call3.sh's). Pending
+# after session 12 (2026-12-06): FP8 caches in the ws kernel
 # with K widened to BF16 and V to F16 (the dev driver's checks passed; the
 # product's GPU tests ran each half, not the mix); the shared query-tile
 # helpers (QueryTile::first_key_tile / end_key_tile / needs_mask) in all
