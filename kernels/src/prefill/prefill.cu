@@ -15,7 +15,8 @@
 //       token, query head), float accumulation throughout; also every ALiBi
 //       case, for every cache dtype (issue 23: the tensor-core kernels do
 //       not take the bias yet).
-// Head dims built: 64, 128, 256 and 192/128 (K/V).
+// Head dims built: 64, 128, 256 and 192/128 (K/V); issue 23's 32, 80, 96,
+// 112 and 120 on prefill_f32_kernel, for every cache dtype.
 //
 // Notes (H200, see the report and docs/performance.md):
 //   Shapes: 32 query / 8 KV heads, d128, BF16, block 16, shuffled pages,
