@@ -136,20 +136,7 @@ do_run() {
       echo "check $v: $(grep -c FAIL "$OUT/check_$v.log") FAIL lines; $(tail -1 "$OUT/check_$v.log")" | tee -a "$OUT/summary.txt"
     done
   fi
-  python3 - "$OUT/suite.json" "$OUT/suite_split64.json" <<'PY' 2>&1 | tee -a "$OUT/summary.txt"
-import collections, json, sys
-for path in sys.argv[1:]:
-    try:
-        d = json.load(open(path))
-    except Exception as e:
-        print(path, "unreadable:", e)
-        continue
-    print(path, d["summary"], "exit", d["exit_code"])
-    for c in d["cases"]:
-        for p in c["paths"]:
-            if p["status"] in ("fail", "error"):
-                print("  ", c["name"], p["path"], p["status"], (p.get("reason") or "")[:150])
-PY
+  python3 scripts/suite_failures.py "$OUT/suite.json" "$OUT/suite_split64.json" 2>&1 | tee -a "$OUT/summary.txt"
   pagecheck run --list-suite >"$OUT/suite_list.txt" 2>&1
   python3 scripts/check_suite_report.py "$OUT/suite_list.txt" "$OUT/suite.json" 2>&1 | tail -5 | tee -a "$OUT/summary.txt"
   # The device tool returns at most eight files of its $OUT: PACK=dir puts

@@ -432,19 +432,29 @@ TEST_CASE("decode: head sizes 32, 80, 96, 112, 120 over every KV dtype, GQA 4/8,
   }
 }
 
+namespace {
+// A latent (MLA) decode case as DeepSeek's models serve it: rows of 576
+// columns (V the first 512), one KV head, NHD, scale 1/sqrt(192).
+SyntheticSpec mla_spec(std::string name, std::uint64_t seed, std::int64_t q_heads, std::int64_t block_size) {
+  auto s = decode_spec(std::move(name), seed);
+  s.latent = true;
+  s.head_dim = 576;
+  s.v_head_dim = 512;
+  s.q_heads = q_heads;
+  s.kv_heads = 1;
+  s.block_size = block_size;
+  s.layout = KvLayout::NHD;
+  s.scale = 1.0 / std::sqrt(192.0);
+  return s;
+}
+}  // namespace
+
 TEST_CASE("decode: latent (MLA) caches, 576/512 over one KV head, every KV dtype, block 64 and 7, 16 and 128 heads") {
   // V is the first 512 of K's 576 columns; the decode paths take it on the
   // CUDA-core loop (issue 23, until the MLA decode kernel).
   std::uint64_t seed = 3500;
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2}) {
-    auto s = decode_spec(fmt::format("mla-{}", dtype_name(kv)), seed++);
-    s.latent = true;
-    s.head_dim = 576;
-    s.v_head_dim = 512;
-    s.q_heads = 16;
-    s.kv_heads = 1;
-    s.block_size = 64;
-    s.scale = 1.0 / std::sqrt(192.0);
+    auto s = mla_spec(fmt::format("mla-{}", dtype_name(kv)), seed++, 16, 64);
     s.kv_dtype = kv;
     if (is_fp8(kv)) {
       s.k_scale = 0.5;
@@ -454,16 +464,8 @@ TEST_CASE("decode: latent (MLA) caches, 576/512 over one KV head, every KV dtype
     s.num_seqs = 5;
     check_decode(s, "split:256:256");
   }
-  auto s = decode_spec("mla-128-heads-block7-sinks", seed++);
-  s.latent = true;
-  s.head_dim = 576;
-  s.v_head_dim = 512;
-  s.q_heads = 128;
-  s.kv_heads = 1;
-  s.block_size = 7;
-  s.scale = 1.0 / std::sqrt(192.0);
+  auto s = mla_spec("mla-128-heads-block7-sinks", seed++, 128, 7);
   s.sinks = true;
-  s.layout = KvLayout::NHD;
   s.table_form = TableForm::Csr;
   s.seq_len_list = {5, 300};
   s.num_seqs = 2;

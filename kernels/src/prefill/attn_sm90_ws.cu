@@ -1399,6 +1399,13 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
 
 }  // namespace
 
+// Whether environment variable `name` is set to exactly `value` (the
+// developer knobs below, each read once).
+static bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, value) == 0;
+}
+
 // Tensor copies of whole pages of 32 slots and up (4 boxes per tile at
 // most); other page sizes take the row producer. H100, one call, prefill
 // TFLOP/s (docs/performance.md, session 4): the row producer 397-399 at
@@ -1423,20 +1430,14 @@ bool sm90_ws_uses_tma(int block_size, DType kv_dtype) {
 // (394 / 374), and lost at 1 x 8192 (390 / 418). PAGECHECK_WS_FP8=0 (a
 // developer knob, read once) sends FP8 caches to attn_sm90.cu's kernel.
 bool sm90_ws_fp8_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PAGECHECK_WS_FP8");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = !env_is("PAGECHECK_WS_FP8", "0");
   return on;
 }
 
 // The output by tensor copies (WsParams::o_tma) unless
 // PAGECHECK_WS_OUT_TMA=0 (a developer knob, read once, for comparisons).
 bool sm90_ws_out_tma_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PAGECHECK_WS_OUT_TMA");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = !env_is("PAGECHECK_WS_OUT_TMA", "0");
   return on;
 }
 
@@ -1444,18 +1445,12 @@ bool sm90_ws_out_tma_enabled() {
 
 // Head dim 256 on this kernel: a developer knob until its device check.
 bool sm90_ws_d256_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("PAGECHECK_WS_D256");
-    return v != nullptr && std::strcmp(v, "1") == 0;
-  }();
+  static const bool on = env_is("PAGECHECK_WS_D256", "1");
   return on;
 }
 
 bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
-  static const bool forced_v3 = [] {
-    const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
-    return force != nullptr && std::strcmp(force, "wgmma") == 0;
-  }();
+  static const bool forced_v3 = env_is("PAGECHECK_ATTN_KERNEL", "wgmma");
   if (forced_v3) return false;
   // Head dim 128; head dim 64 for 16-bit paged caches (fmha's gather is
   // built for 128 only, FP8 widening for 128 rows).
