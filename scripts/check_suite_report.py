@@ -27,20 +27,25 @@ FAMILY_PATHS = {"decode": {"direct", "split", "auto"}, "decode-sinks-alibi": {"d
                 "prefill": {"prefill"}, "prefill-wgmma": {"prefill"}, "fmha": {"fmha"}, "kernel": set(),
                 "prefill-sinks": {"prefill"}, "fmha-sinks": {"prefill", "fmha"}, "prefill-alibi": {"prefill"},
                 "decode-head-sizes": {"direct", "split", "auto"}, "prefill-head-sizes": {"prefill"},
-                # Latent (MLA) caches: the decode paths take the mla family's
-                # decode-mode cases ("mla-decode", read off the mode axis).
+                # Latent (MLA) caches: the decode paths take them at decode
+                # (the mla-decode family; lists written before that family
+                # existed: read off an mla case's mode axis).
                 "mla": set(), "mla-decode": {"direct", "split", "auto"}}
 # The prefill path takes a wgmma kernel for head dim 128 with 16-bit or fp8
-# K/V, and for head dim 64 with 16-bit K/V (the warp-specialised kernel),
-# and no ALiBi (ALiBi runs on its CUDA-core kernel): the prefill-wgmma
-# family's cases, and those of the families made after it with its values.
+# K/V, for head dim 64 with 16-bit K/V, and for head dim 256 with 16-bit K/V
+# and a query of the same dtype (the warp-specialised kernel), and no ALiBi
+# (ALiBi runs on its CUDA-core kernel): the prefill-wgmma family's cases,
+# and those of the families made after it with its values.
 WGMMA_KV = {"F16", "BF16", "F8_E4M3", "F8_E5M2"}
-WGMMA_KV_D64 = {"F16", "BF16"}
+WGMMA_KV_16 = {"F16", "BF16"}
 GPU_PATHS = {"direct", "split", "auto", "prefill", "fmha"}
 
 
-def takes_wgmma(kv, dim, alibi):
-    return ((kv in WGMMA_KV and dim == "128") or (kv in WGMMA_KV_D64 and dim == "64")) and not alibi
+def takes_wgmma(kv, dim, alibi, q):
+    if alibi:
+        return False
+    return ((kv in WGMMA_KV and dim == "128") or (kv in WGMMA_KV_16 and dim == "64") or
+            (kv in WGMMA_KV_16 and dim == "256" and q == kv))
 
 
 def geometry_takes_wgmma(geometry):
@@ -48,9 +53,10 @@ def geometry_takes_wgmma(geometry):
     whether its values are the wgmma kernels'."""
     dim = re.search(r"\bd(\d+)(?:/(\d+))?\b", geometry)
     kv = re.search(r"\bkv (\w+)", geometry)
+    q = re.search(r"\bq (\w+)", geometry)
     if not dim or not kv or (dim.group(2) and dim.group(2) != dim.group(1)):
         return False
-    return takes_wgmma(kv.group(1), dim.group(1), "alibi" in geometry.lower())
+    return takes_wgmma(kv.group(1), dim.group(1), "alibi" in geometry.lower(), q.group(1) if q else None)
 
 
 def read_list(path):
@@ -65,7 +71,8 @@ def read_list(path):
                     families[parts[0]].add("mla-decode")
                 if not axes:
                     families[parts[0]].add("fixed")  # no axis values listed: read the report's geometry
-                elif takes_wgmma(axes.get("kv_dtype"), axes.get("head_dim"), axes.get("alibi") == "on"):
+                elif takes_wgmma(axes.get("kv_dtype"), axes.get("head_dim"), axes.get("alibi") == "on",
+                                 axes.get("q_dtype")):
                     families[parts[0]].add("wgmma-values")
     return families
 

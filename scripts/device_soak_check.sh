@@ -115,13 +115,16 @@ EOF
   fi
 
   if wants invariance; then
-  # 3. Batch invariance over the default suite, default plan and --plan invariant.
+  # 3. Batch invariance over the default suite, default plan and --plan
+  # invariant: the two runs at once (independent; the GPU has room for both).
   step invariance_default 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
-    --require-gpu --json "$OUT/invariance_default.json"
-  verdict INFO "invariance_default: exit $? (split/auto under the default plan are notes, not failures)"
+    --require-gpu --json "$OUT/invariance_default.json" &
+  local pid_default=$!
   step invariance_fixed 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
     --require-gpu --plan invariant --json "$OUT/invariance_fixed.json"
   rc=$?
+  wait "$pid_default"
+  verdict INFO "invariance_default: exit $? (split/auto under the default plan are notes, not failures)"
   if [ $rc -eq 0 ]; then verdict PASS "invariance_fixed: exit 0"; else verdict FAIL "invariance_fixed: exit $rc"; fi
   python3 - "$OUT" <<'EOF' | tee -a "$OUT/steps.txt"
 import json, sys, collections

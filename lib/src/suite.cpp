@@ -420,9 +420,9 @@ const std::vector<SuiteTarget>& suite_targets() {
       // decode and chunked/mixed batches, causal, none of the other logit
       // features.
       auto mla = make_target("mla", {},
-                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference, a "
-                             "--kernel library that declares PAGECHECK_FEATURE_LATENT, and the decode paths for its "
-                             "decode-mode cases");
+                             "latent (MLA) caches, 576/512, 16 query heads over one latent head: the reference and a "
+                             "--kernel library that declares PAGECHECK_FEATURE_LATENT (the decode paths take its "
+                             "decode-mode rows: the mla-decode family)");
       mla.allowed[axis_index(SuiteAxis::HeadDim)] = {value::kHeadMla};
       mla.allowed[axis_index(SuiteAxis::Gqa)] = {value::kMqa};
       mla.allowed[axis_index(SuiteAxis::Layout)] = {value::kNhd};
@@ -434,6 +434,7 @@ const std::vector<SuiteTarget>& suite_targets() {
       mla.allowed[axis_index(SuiteAxis::Causal)] = {value::kCausal};
       t.push_back(std::move(mla));
     }
+    const SuiteTarget mla = t.back();  // a copy: t grows below
     {
       // The decode kernels take attention sinks and ALiBi (issue 23): the
       // decode family again with both axes open. A family of its own, made
@@ -488,6 +489,16 @@ const std::vector<SuiteTarget>& suite_targets() {
                             "every built-in prefill feature at head dims 32, 80, 96, 112 and 120 (the CUDA-core "
                             "kernel), with and without attention sinks and ALiBi")),
         true)));
+    {
+      // The decode paths take latent caches (their CUDA-core loop): the mla
+      // family's axes at decode, made last for the same reason.
+      SuiteTarget decode = mla;
+      decode.name = "mla-decode";
+      decode.paths = {"direct", "split", "auto"};
+      decode.note = "latent (MLA) caches at one query token per sequence: direct, split and auto";
+      decode.allowed[axis_index(SuiteAxis::Mode)] = {value::kDecode};
+      t.push_back(std::move(decode));
+    }
     return t;
   }();
   return targets;

@@ -352,7 +352,8 @@ TEST_CASE("the suite's path families agree with every GPU path's applicability")
         if (std::find(t.paths.begin(), t.paths.end(), name) != t.paths.end() && t.accepts(sc.row)) modelled = true;
       const Applicability real = gpu_registry().find(name)->applies(*c);
       CHECK_MESSAGE(real.applies == modelled, sc.spec.name, " path ", name, ": the suite says ",
-                    modelled ? "applies" : "does not apply", ", the path says ", real.applies ? "applies" : real.reason);
+                    std::string(modelled ? "applies" : "does not apply"), ", the path says ",
+                    real.applies ? std::string("applies") : real.reason);
     }
   }
 }

@@ -3,8 +3,8 @@
 //   attn_ws_kernel<WsTraits<KV, SRC>>
 //       KV BF16 / F16 (wgmma operands as stored), head dim 128 or 64 for K
 //       and V (WsTraits::DK; 64 for paged 16-bit caches; 256 for paged
-//       16-bit caches under PAGECHECK_WS_D256=1, work in progress: 64-key
-//       tiles, one Q buffer), FP8 widened by the row producer (head dim 128).
+//       16-bit caches with a query of their dtype: 64-key tiles, one Q
+//       buffer), FP8 widened by the row producer (head dim 128).
 //       SRC (KvSource): PagedTma (pages of 32..256 slots, powers of two:
 //       whole tensor-copy boxes), PagedRows (any other page size: cp.async
 //       rows), Contiguous (the gather's workspace, fmha). Every other case
@@ -1443,9 +1443,10 @@ bool sm90_ws_out_tma_enabled() {
 
 // ---- dispatch -----------------------------------------------------------------
 
-// Head dim 256 on this kernel: a developer knob until its device check.
+// Head dim 256 on this kernel unless PAGECHECK_WS_D256=0 (a developer knob,
+// read once, for comparisons with mma.sync).
 bool sm90_ws_d256_enabled() {
-  static const bool on = env_is("PAGECHECK_WS_D256", "1");
+  static const bool on = !env_is("PAGECHECK_WS_D256", "0");
   return on;
 }
 
@@ -1457,8 +1458,8 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous) {
   const bool d128 = view.kv.head_dim == 128 && view.kv.v_head_dim == 128;
   const bool d64 = view.kv.head_dim == 64 && view.kv.v_head_dim == 64;
   const bool paged16 = !contiguous && (view.kv_dtype == DType::BF16 || view.kv_dtype == DType::F16);
-  // Head dim 256 (work in progress, PAGECHECK_WS_D256=1 until measured):
-  // 16-bit pages, a query in the operand type (one Q buffer: no split query).
+  // Head dim 256: 16-bit pages, a query in the operand type (one Q buffer:
+  // no split query).
   const bool d256 = view.kv.head_dim == 256 && view.kv.v_head_dim == 256 && paged16 && sm90_ws_d256_enabled() &&
                     view.query_dtype == view.kv_dtype;
   if (!d128 && !(d64 && paged16) && !d256) return false;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Session 14, call 2: head dim 256 on the warp-specialised kernel as the
+# default (PAGECHECK_WS_D256=0 gives mma.sync), the mla-decode suite family
+# and test_gpu_core's fixed message, and issue 21's batch-invariance step.
+#   here:  ninja -C build-pending pagecheck test_gpu_core simple_decode simple_decode_faulty
+#          scripts/device_s14_call2.sh pack      (xz into build-pending/carry)
+#   there: D=$OUT; OUT=/tmp/c2 PACK=$D scripts/device_s14_call2.sh run
+# Steps: first, alone, pagecheck bench --shapes prefill at head dims 128,
+# 256 and 64 (issue 24's ratios in one call); then at once test_gpu_core,
+# the covering suite through every built-in path (with check_suite_report:
+# the kernel choice at head dim 256), racecheck / synccheck / initcheck on
+# small head-dim-256 cases (tensor copies at block 32, rows at block 7), and
+# the batch-invariance step of scripts/device_soak_check.sh (default plan
+# and --plan invariant at once); last, alone, Nsight Compute on the ws
+# kernel at head dim 64 (NCU=0 skips it). Logs and summary.txt in $OUT,
+# packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG seconds).
+set -u
+cd "$(dirname "$0")/.."
+build=${BUILD:-build-pending}
+case "${1:-run}" in
+  pack)
+    rm -rf "$build/carry" && mkdir -p "$build/carry"
+    for f in app/pagecheck tests/gpu/test_gpu_core; do
+      strip -o "$build/carry/$(basename "$f")" "$build/$f" && xz -9 -T2 "$build/carry/$(basename "$f")" || exit 4
+    done
+    echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')" >"$build/carry/BUILT_FROM"
+    cp "$build"/examples/external/libsimple_decode.so "$build"/examples/external/libsimple_decode_faulty.so \
+      "$build/carry/" || exit 4
+    ls -la "$build/carry"
+    exit 0
+    ;;
+  run) ;;
+  *) echo "usage: $0 pack | run" >&2; exit 2 ;;
+esac
+. scripts/device_steps.sh
+OUT=${OUT:-c2out}
+mkdir -p "$OUT"
+: >"$OUT/summary.txt"
+BIN=/tmp/c2bin
+unpack_carry "$build/carry"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/c2_partial.tgz" --exclude='*.tgz' .) &
+watchdog=$!
+s() {  # s NAME CMD...: one line per step in summary.txt
+  local name=$1 t0=$SECONDS
+  shift
+  timeout "${LIMIT:-300}" "$@" >"$OUT/$name.log" 2>&1
+  echo "$name rc=$? ($((SECONDS - t0)) s) :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
+}
+tflops() {  # the TFLOP/s of each shape of a bench log, and the kernel that ran
+  awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$1"
+  grep -o 'wgmma-ws[^)]*\|mma.sync' "$1" | sort -u | tr '\n' ' '
+}
+if [ "${BENCH:-1}" = 1 ]; then
+  for d in 128 256 64; do
+    timeout 90 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim $d >"$OUT/bench_d$d.log" 2>&1
+    echo "bench prefill d$d: $(tflops "$OUT/bench_d$d.log")" | tee -a "$OUT/summary.txt"
+  done
+fi
+cp "$build"/carry/*.so "$BIN/"
+pids=()
+timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS=invariance scripts/device_soak_check.sh run \
+  >"$OUT/soakcheck.log" 2>&1 &
+pids+=($!)
+s test_gpu_core test_gpu_core &
+pids+=($!)
+s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
+pids+=($!)
+(for tool in racecheck synccheck initcheck; do
+   for bs in 32 7; do
+     s ${tool}_d256_b$bs compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu \
+       --head-dim 256 --block-size $bs --mode chunked --seqs 2 --seq-lens 40 150 --q-len 65 --paths reference,prefill
+   done
+ done) &
+pids+=($!)
+wait "${pids[@]}"
+[ -f "$OUT/soak/steps.txt" ] && grep -E "^(PASS|FAIL|INFO)" "$OUT/soak/steps.txt" | tee -a "$OUT/summary.txt"
+pagecheck run --list-suite >"$OUT/suite_list.txt" 2>&1
+python3 scripts/check_suite_report.py "$OUT/suite_list.txt" "$OUT/suite.json" 2>&1 | tail -5 | tee -a "$OUT/summary.txt"
+python3 scripts/suite_failures.py "$OUT/suite.json" 2>&1 | tee -a "$OUT/summary.txt"
+if [ "${NCU:-1}" = 1 ]; then
+  timeout "${NCU_LIMIT:-120}" ncu --clock-control none -k regex:attn_ws_kernel --launch-count 1 --section WarpStateStats \
+    --section SourceCounters --section SpeedOfLight -f -o /tmp/prof_d64 \
+    pagecheck bench --shapes prefill --paths prefill --no-checks --no-timing --head-dim 64 >"$OUT/ncu_d64.log" 2>&1
+  echo "ncu d64 rc=$?" | tee -a "$OUT/summary.txt"
+  ncu --import /tmp/prof_d64.ncu-rep --page details --print-units base >"$OUT/details_d64.txt" 2>&1
+  ncu --import /tmp/prof_d64.ncu-rep --page source --csv --print-source sass >/tmp/src_d64.csv 2>/dev/null
+  python3 scripts/ncu_source_stalls.py /tmp/src_d64.csv >"$OUT/stalls_d64.txt" 2>&1
+  gzip -9 -c /tmp/src_d64.csv >"$OUT/src_d64.csv.gz"
+fi
+kill "$watchdog" 2>/dev/null
+(cd "$OUT" && tar czf "${PACK:-.}/c2.tgz" --exclude='*.tgz' .)
