@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Session 14, call 2: head dim 256 on the warp-specialised kernel as the
 # default (PAGECHECK_WS_D256=0 gives mma.sync), the mla-decode suite family
-# and test_gpu_core's fixed message, and issue 21's batch-invariance step.
-#   here:  ninja -C build-pending pagecheck test_gpu_core simple_decode simple_decode_faulty
+# and test_gpu_core's fixed message, issue 21's batch-invariance step, and
+# the latent (MLA) decode kernel on wgmma (decode_mla_sm90.cu, never run
+# before): test_gpu_decode, sanitizers, its bench at 64 x 4096, 128 heads.
+#   here:  ninja -C build-pending pagecheck test_gpu_core test_gpu_decode simple_decode simple_decode_faulty
 #          scripts/device_s14_call2.sh pack      (xz into build-pending/carry)
 #   there: D=$OUT; OUT=/tmp/c2 PACK=$D scripts/device_s14_call2.sh run
 # Steps: first, alone, pagecheck bench --shapes prefill at head dims 128,
@@ -20,7 +22,7 @@ build=${BUILD:-build-pending}
 case "${1:-run}" in
   pack)
     rm -rf "$build/carry" && mkdir -p "$build/carry"
-    for f in app/pagecheck tests/gpu/test_gpu_core; do
+    for f in app/pagecheck tests/gpu/test_gpu_core tests/gpu/test_gpu_decode; do
       strip -o "$build/carry/$(basename "$f")" "$build/$f" && xz -9 -T2 "$build/carry/$(basename "$f")" || exit 4
     done
     echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')" >"$build/carry/BUILT_FROM"
@@ -56,6 +58,15 @@ if [ "${BENCH:-1}" = 1 ]; then
     timeout 90 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim $d >"$OUT/bench_d$d.log" 2>&1
     echo "bench prefill d$d: $(tflops "$OUT/bench_d$d.log")" | tee -a "$OUT/summary.txt"
   done
+  # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64, BF16 (the
+  # wgmma kernel), then the CUDA-core loop (PAGECHECK_DECODE_KERNEL=simt);
+  # 73.0 GFLOP and 302 MB of cache a step.
+  for k in mma simt; do
+    PAGECHECK_DECODE_KERNEL=$k timeout 90 pagecheck run --mla --q-heads 128 --seqs 64 --seq-len 4096 --block-size 64 \
+      --mode decode --paths direct,split,auto --no-checks --json "$OUT/mla_$k.json" >"$OUT/mla_$k.log" 2>&1
+    echo "mla 64 x 4096 x 128 heads ($k) rc=$? :: $(grep -E '^ +(direct|split|auto) ' "$OUT/mla_$k.log" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" |
+      tee -a "$OUT/summary.txt"
+  done
 fi
 cp "$build"/carry/*.so "$BIN/"
 pids=()
@@ -64,6 +75,8 @@ timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS=invariance scripts/devi
 pids+=($!)
 s test_gpu_core test_gpu_core &
 pids+=($!)
+s test_gpu_decode test_gpu_decode &
+pids+=($!)
 s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
 pids+=($!)
 (for tool in racecheck synccheck initcheck; do
@@ -71,6 +84,11 @@ pids+=($!)
      s ${tool}_d256_b$bs compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu \
        --head-dim 256 --block-size $bs --mode chunked --seqs 2 --seq-lens 40 150 --q-len 65 --paths reference,prefill
    done
+ done) &
+pids+=($!)
+(for tool in memcheck racecheck synccheck initcheck; do  # the MLA kernel: 128 heads (two tiles), pages of 7
+   s ${tool}_mla compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu --mla \
+     --q-heads 128 --kv-dtype BF16 --seqs 3 --seq-lens 1 65 300 --block-size 7 --paths reference,direct,split,auto
  done) &
 pids+=($!)
 wait "${pids[@]}"

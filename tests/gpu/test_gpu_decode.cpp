@@ -471,3 +471,40 @@ TEST_CASE("decode: latent (MLA) caches, 576/512 over one KV head, every KV dtype
   s.num_seqs = 2;
   check_decode(s, "split:64:64");
 }
+
+TEST_CASE("decode: latent (MLA) caches on the wgmma kernel: 16-bit query and cache, 16 to 192 heads, blocks 1 to 256") {
+  // On a compute capability 9.0 device a BF16/F16 latent cache with a query
+  // of its dtype takes decode_mla_sm90.cu (64-head tiles, 64-key stages);
+  // elsewhere the CUDA-core loop. Lengths at the 64-key stage edges and the
+  // partition edges, head counts below, at and past one tile, a window
+  // that empties partitions, sinks, both table forms, every plan kind.
+  std::uint64_t seed = 3600;
+  struct Variant {
+    DType dtype;
+    std::int64_t heads, block;
+    bool sinks, csr;
+    std::int64_t window;
+  };
+  for (const Variant& v : {Variant{DType::BF16, 16, 64, false, false, 0}, Variant{DType::F16, 128, 1, true, true, 0},
+                           Variant{DType::BF16, 192, 256, false, true, 0}, Variant{DType::F16, 64, 7, true, false, 100},
+                           Variant{DType::BF16, 128, 32, false, false, 70}}) {
+    auto s = mla_spec(fmt::format("mla-wgmma-{}-{}h-b{}", dtype_name(v.dtype), v.heads, v.block), seed++, v.heads,
+                      v.block);
+    s.kv_dtype = v.dtype;
+    s.query_dtype = v.dtype;
+    s.sinks = v.sinks;
+    s.sliding_window = v.window;
+    if (v.csr) s.table_form = TableForm::Csr;
+    s.seq_len_list = {1, 63, 64, 65, 129, 257, 1000};
+    s.num_seqs = static_cast<std::int64_t>(s.seq_len_list.size());
+    check_decode(s, "split:128:256");
+  }
+  // Large logits (the shared max of the two warpgroups' keys) and an
+  // explicit scale.
+  auto s = mla_spec("mla-wgmma-large-logits", seed++, 128, 64);
+  s.profile = ValueProfile::LargeLogits;
+  s.scale = 0.3;
+  s.seq_len_list = {100, 2000};
+  s.num_seqs = 2;
+  check_decode(s, "split:512:512");
+}

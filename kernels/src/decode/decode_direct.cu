@@ -190,6 +190,14 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 }
 
 Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
+#ifdef PAGECHECK_HAVE_SM90A
+  if (decode_uses_mla_sm90(view)) {  // latent caches on Hopper: decode_mla_sm90.cu
+    auto params = make_decode_params(view, kMlaHeadTile, SeqFilter::All, 0);
+    if (!params.ok()) return params.error();
+    return launch_mla_sm90(*params, MlaLaunch::Direct, view.kv.num_seqs * view.kv.kv_heads * params->head_tiles, 1,
+                           stream);
+  }
+#endif
   return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);  // DecodeAlibiTraits exactly when view.alibi_slopes is set
     auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);

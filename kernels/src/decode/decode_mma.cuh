@@ -45,6 +45,9 @@
 
 #include "decode/decode_common.cuh"
 #include "common/mma_sync.cuh"
+#ifdef PAGECHECK_HAVE_SM90A
+#include "decode/decode_mla_sm90.cuh"
+#endif
 
 namespace pagecheck::gpu::decode {
 
@@ -539,7 +542,19 @@ inline bool decode_uses_tensor_cores(const DeviceCaseView& view) {
   return reinterpret_cast<std::uintptr_t>(view.kv.key_data) % 16 == 0 &&
          reinterpret_cast<std::uintptr_t>(view.kv.value_data) % 16 == 0;
 }
+// Latent (MLA) caches on a compute capability 9.0 device: the wgmma kernel
+// of decode_mla_sm90.cu (BF16/F16 with a query of that dtype; the other
+// latent cases run the CUDA-core loop), unless PAGECHECK_DECODE_KERNEL=simt.
+inline bool decode_uses_mla_sm90(const DeviceCaseView& view) {
+#ifdef PAGECHECK_HAVE_SM90A
+  return decode_tensor_cores_allowed() && mla_sm90_supports(view) && mla_sm90_available();
+#else
+  (void)view;
+  return false;
+#endif
+}
 inline const char* decode_kernel_name(const DeviceCaseView& view) {
+  if (decode_uses_mla_sm90(view)) return "wgmma MLA (sm_90a)";
   return decode_uses_tensor_cores(view) ? "mma.sync" : "simt (CUDA cores)";
 }
 

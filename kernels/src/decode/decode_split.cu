@@ -416,6 +416,42 @@ __global__ void __launch_bounds__(kWarpMergeWarps * 32) decode_merge_warp_kernel
   if (lane == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(mx, total);
 }
 
+// The merge of a split launch (after the partition kernel on `stream`):
+// the split sequences only (under auto, those longer than the threshold;
+// the others already hold their output), launched early by programmatic
+// dependent launch (sm_90+) so that its launch overlaps the partitions' tail;
+// it waits in griddepcontrol.wait.
+template <int DV>
+Status launch_merge(DecodeParams p, std::int64_t max_partitions, std::int64_t merge_ctas, cudaStream_t stream) {
+  if (p.filter == SeqFilter::Auto) p.filter = SeqFilter::LongerThanThreshold;
+  int device = 0, major = 0;
+  CUDA_TRY(cudaGetDevice(&device));
+  CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
+  config.blockDim = dim3(std::min(merge_groups(max_partitions), merge_max_groups(DV)) * merge_threads(DV));
+  auto merge_kernel = decode_merge_kernel<DV>;
+  if constexpr (PC_DECODE_WARP_MERGE && DV % 32 == 0) {
+    config.gridDim = dim3(static_cast<unsigned>((merge_ctas + kWarpMergeWarps - 1) / kWarpMergeWarps));
+    config.blockDim = dim3(kWarpMergeWarps * 32);
+    merge_kernel = decode_merge_warp_kernel<DV>;
+  }
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  // Only where the merge kernel holds its griddepcontrol.wait: code built
+  // from PTX below compute_90 (an sm_80-only build JIT-compiled on a
+  // Hopper) lacks it and could read the partials before they are written.
+  cudaFuncAttributes merge_attributes{};
+  CUDA_TRY(cudaFuncGetAttributes(&merge_attributes, merge_kernel));
+  config.numAttrs = major >= 9 && merge_attributes.ptxVersion >= 90 ? 1 : 0;
+  CUDA_TRY(cudaLaunchKernelEx(&config, merge_kernel, p));
+  return {};
+}
+
 Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& workspace, std::int64_t partition_tokens,
                          SeqFilter filter, std::int64_t threshold_tokens, cudaStream_t stream) {
   if (partition_tokens < 1 || partition_tokens > (1 << 30))
@@ -433,64 +469,50 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
   if (view.kv.num_seqs > 0 &&
       (workspace.partial_out == nullptr || workspace.partial_max == nullptr || workspace.partial_sum == nullptr))
     return invalid_input("split workspace pointer is null", "split");
-  return dispatch_decode_loop(view, [&](auto traits) -> Status {
-    using T = decltype(traits);
-    auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
-    if (!params.ok()) return params.error();
-    DecodeParams& p = *params;
+  const bool auto_plan = filter == SeqFilter::Auto;
+  // An auto launch whose capacity never exceeds the threshold has no split
+  // sequence: one partition row (the whole-sequence CTAs) and no merge.
+  const bool none_split = auto_plan && view.max_seq_len <= threshold_tokens;
+  const std::int64_t rows = none_split ? 1 : partitions;
+  const std::int64_t merge_ctas = view.kv.num_seqs * view.q_heads;
+  const auto with_workspace = [&](DecodeParams& p) {
     p.partial_out = workspace.partial_out;
     p.partial_max = workspace.partial_max;
     p.partial_sum = workspace.partial_sum;
     p.max_partitions = workspace.max_partitions;
     p.partition_tokens = static_cast<std::int32_t>(partition_tokens);
+  };
+#ifdef PAGECHECK_HAVE_SM90A
+  if (decode_uses_mla_sm90(view)) {  // latent caches on Hopper: decode_mla_sm90.cu
+    auto params = make_decode_params(view, kMlaHeadTile, filter, threshold_tokens);
+    if (!params.ok()) return params.error();
+    DecodeParams& p = *params;
+    with_workspace(p);
     const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * p.head_tiles;
-    const std::int64_t merge_ctas = view.kv.num_seqs * view.q_heads;
+    if (ctas == 0) return {};
+    if (merge_ctas > 0x7fffffff) return invalid_input("too many (sequence, head) pairs for one launch", "split");
+    PC_TRY(launch_mla_sm90(p, auto_plan ? MlaLaunch::Auto : MlaLaunch::Split, ctas, rows, stream));
+    if (none_split) return {};
+    return launch_merge<512>(p, workspace.max_partitions, merge_ctas, stream);
+  }
+#endif
+  return dispatch_decode_loop(view, [&](auto traits) -> Status {
+    using T = decltype(traits);
+    auto params = make_decode_params(view, T::kHeadTile, filter, threshold_tokens);
+    if (!params.ok()) return params.error();
+    DecodeParams& p = *params;
+    with_workspace(p);
+    const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * p.head_tiles;
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff || merge_ctas > 0x7fffffff)
       return invalid_input("too many (sequence, head) pairs for one launch", "split");
-    const bool auto_plan = filter == SeqFilter::Auto;
-    // An auto launch whose capacity never exceeds the threshold has no split
-    // sequence: one partition row (the whole-sequence CTAs) and no merge.
-    const bool none_split = auto_plan && view.max_seq_len <= threshold_tokens;
-    const std::int64_t rows = none_split ? 1 : partitions;
     auto kernel = auto_plan ? decode_partition_kernel<T, true> : decode_partition_kernel<T, false>;
     PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
     kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), T::kThreads, T::kSmemBytes, stream>>>(
         p);
     CUDA_TRY_LAUNCH();
     if (none_split) return {};
-    // The merge takes the split sequences only: under auto, those longer than
-    // the threshold (the others already hold their output).
-    if (auto_plan) p.filter = SeqFilter::LongerThanThreshold;
-    // Programmatic dependent launch (sm_90+): the merge kernel's launch
-    // overlaps the partition kernel's tail; it waits in griddepcontrol.wait.
-    int device = 0, major = 0;
-    CUDA_TRY(cudaGetDevice(&device));
-    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(static_cast<unsigned>(merge_ctas));
-    config.blockDim = dim3(std::min(merge_groups(workspace.max_partitions), merge_max_groups(T::kVHeadDim)) *
-                           merge_threads(T::kVHeadDim));
-    auto merge_kernel = decode_merge_kernel<T::kVHeadDim>;
-    if constexpr (PC_DECODE_WARP_MERGE && T::kVHeadDim % 32 == 0) {
-      config.gridDim = dim3(static_cast<unsigned>((merge_ctas + kWarpMergeWarps - 1) / kWarpMergeWarps));
-      config.blockDim = dim3(kWarpMergeWarps * 32);
-      merge_kernel = decode_merge_warp_kernel<T::kVHeadDim>;
-    }
-    config.dynamicSmemBytes = 0;
-    config.stream = stream;
-    cudaLaunchAttribute attribute[1];
-    attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute[0].val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = attribute;
-    // Only where the merge kernel holds its griddepcontrol.wait: code built
-    // from PTX below compute_90 (an sm_80-only build JIT-compiled on a
-    // Hopper) lacks it and could read the partials before they are written.
-    cudaFuncAttributes merge_attributes{};
-    CUDA_TRY(cudaFuncGetAttributes(&merge_attributes, merge_kernel));
-    config.numAttrs = major >= 9 && merge_attributes.ptxVersion >= 90 ? 1 : 0;
-    CUDA_TRY(cudaLaunchKernelEx(&config, merge_kernel, p));
-    return {};
+    return launch_merge<T::kVHeadDim>(p, workspace.max_partitions, merge_ctas, stream);
   });
 }
 

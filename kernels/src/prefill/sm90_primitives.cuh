@@ -94,6 +94,17 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                 \
                : PC_WGMMA_D32_OPERANDS(d)                                                         \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+// The 16 float accumulators of an m64n32 wgmma, as %0..%15.
+#define PC_WGMMA_D16_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define PC_WGMMA_D16_OPERANDS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+// D[64x32] (+)= A[64x16] (smem, K-major) * B[16x32] (smem, K-major): S of
+// a warpgroup's 32 keys (the MLA decode kernel's).
+#define PC_WGMMA_SS32(TYPE, d, desc_a, desc_b, accumulate)                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n32k16.f32." TYPE "." TYPE " " PC_WGMMA_D16_REGS  \
+               ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                                 \
+               : PC_WGMMA_D16_OPERANDS(d)                                                         \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 // The 128 float accumulators of an m64n256 wgmma (head dim 256's O), as
 // %0..%127.
 #define PC_WGMMA_D128_REGS "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
@@ -115,15 +126,19 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 #endif
 
 // D[64 x 2N] (+)= A (smem) * B (smem): m64n128 for 64 accumulators a thread
-// (S of a 128-key tile), m64n64 for 32 (a 64-key tile).
+// (S of a 128-key tile), m64n64 for 32 (a 64-key tile), m64n32 for 16.
 template <bool kF16, int N = 64>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N], std::uint64_t a, std::uint64_t b, int accumulate) {
-  static_assert(N == 64 || N == 32, "m64n128 or m64n64");
+  static_assert(N == 64 || N == 32 || N == 16, "m64n128, m64n64 or m64n32");
 #ifdef PAGECHECK_SM90A_DEVICE
   if constexpr (N == 64 && kF16)
     PC_WGMMA_SS("f16", d, a, b, accumulate);
   else if constexpr (N == 64)
     PC_WGMMA_SS("bf16", d, a, b, accumulate);
+  else if constexpr (N == 16 && kF16)
+    PC_WGMMA_SS32("f16", d, a, b, accumulate);
+  else if constexpr (N == 16)
+    PC_WGMMA_SS32("bf16", d, a, b, accumulate);
   else if constexpr (kF16)
     PC_WGMMA_SS64("f16", d, a, b, accumulate);
   else
