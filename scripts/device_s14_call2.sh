@@ -59,9 +59,9 @@ if [ "${BENCH:-1}" = 1 ]; then
     echo "bench prefill d$d: $(tflops "$OUT/bench_d$d.log")" | tee -a "$OUT/summary.txt"
   done
   # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64, BF16 (the
-  # wgmma kernel), then the CUDA-core loop (PAGECHECK_DECODE_KERNEL=simt);
+  # wgmma kernel; MLA_KERNELS="mma simt" adds the CUDA-core loop);
   # 73.0 GFLOP and 302 MB of cache a step.
-  for k in mma simt; do
+  for k in ${MLA_KERNELS:-mma}; do
     PAGECHECK_DECODE_KERNEL=$k timeout 90 pagecheck run --mla --q-heads 128 --seqs 64 --seq-len 4096 --block-size 64 \
       --mode decode --paths direct,split,auto --no-checks --json "$OUT/mla_$k.json" >"$OUT/mla_$k.log" 2>&1
     echo "mla 64 x 4096 x 128 heads ($k) rc=$? :: $(grep -E '^ +(direct|split|auto) ' "$OUT/mla_$k.log" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" |
