@@ -490,8 +490,9 @@ const std::vector<SuiteTarget>& suite_targets() {
                             "kernel), with and without attention sinks and ALiBi")),
         true)));
     {
-      // The decode paths take latent caches (their CUDA-core loop): the mla
-      // family's axes at decode, made last for the same reason.
+      // The decode paths take latent caches (decode_mla_sm90.cu's wgmma
+      // kernel or their CUDA-core loop): the mla family's axes at decode,
+      // made last for the same reason.
       SuiteTarget decode = mla;
       decode.name = "mla-decode";
       decode.paths = {"direct", "split", "auto"};
