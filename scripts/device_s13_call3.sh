@@ -21,17 +21,8 @@ cd "$(dirname "$0")/.."
 build=${BUILD:-build-pending}
 case "${1:-run}" in
   pack)
-    rm -rf "$build/carry" && mkdir -p "$build/carry"
-    for f in app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core; do
-      strip -o "$build/carry/$(basename "$f")" "$build/$f" && xz -9 -T2 "$build/carry/$(basename "$f")" || exit 4
-    done
-    # The commit the binaries were built from (a later session checks it
-    # before it carries a folder it did not pack).
-    echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')" >"$build/carry/BUILT_FROM"
-    # The example kernels of issue 21's faulty-kernel soak.
-    cp "$build"/examples/external/libsimple_decode.so "$build"/examples/external/libsimple_decode_faulty.so \
-      "$build/carry/" || exit 4
-    ls -la "$build/carry"
+    . scripts/device_steps.sh
+    pack_carry "$build" app/pagecheck tests/gpu/test_gpu_prefill tests/gpu/test_gpu_decode tests/gpu/test_gpu_core || exit 4
     exit 0
     ;;
   run) ;;

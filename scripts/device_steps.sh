@@ -29,6 +29,24 @@ unpack_carry() {
   export PATH="$BIN:$PATH" NO_COLOR=1
 }
 
+# pack_carry BUILD FILE...: the build folder's binaries FILE... (paths under
+# BUILD) stripped and xz-compressed into BUILD/carry (unpack_carry reads
+# them), with the faulty-soak example kernels and BUILT_FROM, the commit
+# they were built from (a later session checks it before it carries a
+# folder it did not pack).
+pack_carry() {
+  local build=$1 f
+  shift
+  rm -rf "$build/carry" && mkdir -p "$build/carry"
+  for f in "$@"; do
+    strip -o "$build/carry/$(basename "$f")" "$build/$f" && xz -9 -T2 "$build/carry/$(basename "$f")" || return 4
+  done
+  echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- . || echo ' (with uncommitted changes)')" >"$build/carry/BUILT_FROM"
+  cp "$build"/examples/external/libsimple_decode.so "$build"/examples/external/libsimple_decode_faulty.so \
+    "$build/carry/" || return 4
+  ls -la "$build/carry"
+}
+
 # probe_checks EXE WORK SUMMARY: a decode probe's `check` (the kernels
 # against the float64 CPU loop) and compute-sanitizer memcheck over its
 # `small` cases, logs in WORK, one line each appended to SUMMARY.

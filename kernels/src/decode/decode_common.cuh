@@ -131,6 +131,24 @@ __device__ __forceinline__ std::int32_t window_begin(std::int32_t seq_len, std::
   return b > 0 ? static_cast<std::int32_t>(b) : 0;
 }
 
+// The keys [begin, end) a decode CTA attends: the whole sequence under the
+// window (`whole`: direct, and auto's short sequences), or partition
+// `partition` of it cut by the context end and the window (split: an
+// empty range past either, so that the CTA writes the empty state).
+struct KeyRange {
+  std::int32_t begin, end;
+};
+__device__ __forceinline__ KeyRange key_range(const DecodeParams& p, std::int32_t seq_len, std::int64_t partition,
+                                              bool whole) {
+  if (whole) return {window_begin(seq_len, p.window), seq_len};
+  const std::int64_t part_begin = partition * p.partition_tokens;
+  const std::int64_t part_end = part_begin + p.partition_tokens < seq_len ? part_begin + p.partition_tokens : seq_len;
+  const std::int64_t clipped = part_begin < seq_len ? part_begin : seq_len;
+  const std::int64_t wb = window_begin(seq_len, p.window);
+  const std::int32_t begin = static_cast<std::int32_t>(clipped > wb ? clipped : wb);
+  return {begin, static_cast<std::int32_t>(part_end > begin ? part_end : begin)};
+}
+
 __device__ __forceinline__ float load_as_float(DType dtype, const void* base, std::int64_t index) {
   switch (dtype) {
     case DType::F32: return static_cast<const float*>(base)[index];

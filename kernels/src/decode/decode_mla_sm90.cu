@@ -91,17 +91,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const __grid_co
   bool whole = kKind == MlaLaunch::Direct;
   if constexpr (kKind == MlaLaunch::Auto) whole = seq_len <= p.threshold_tokens;
   if (whole && partition != 0) return;
-  std::int32_t begin, end;
-  if (whole) {
-    begin = window_begin(seq_len, p.window);
-    end = seq_len;
-  } else {
-    const std::int64_t part_begin = partition * p.partition_tokens;
-    const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
-    begin = static_cast<std::int32_t>(std::max<std::int64_t>(std::min<std::int64_t>(part_begin, seq_len),
-                                                             window_begin(seq_len, p.window)));
-    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));
-  }
+  const KeyRange keys = key_range(p, seq_len, partition, whole);
+  const std::int32_t begin = keys.begin, end = keys.end;
 
   const int tid = threadIdx.x, wg = tid / 128, wi = (tid / 32) % 4, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;

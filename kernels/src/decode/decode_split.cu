@@ -125,19 +125,9 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   bool whole = false;
   if constexpr (kAuto) whole = seq_len <= p.threshold_tokens;
   if (whole && partition != 0) return;
-  std::int32_t begin, end;
-  if (whole) {
-    begin = window_begin(seq_len, p.window);
-    end = seq_len;
-  } else {
-    const std::int64_t part_begin = partition * p.partition_tokens;
-    const std::int64_t part_end = std::min<std::int64_t>(part_begin + p.partition_tokens, seq_len);
-    begin = static_cast<std::int32_t>(std::max<std::int64_t>(std::min<std::int64_t>(part_begin, seq_len),
-                                                             window_begin(seq_len, p.window)));
-    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));
-  }
+  const KeyRange keys = key_range(p, seq_len, partition, whole);
 
-  const float* merged = attend<T>(p, seq, kv_head, tile, begin, end, smem);
+  const float* merged = attend<T>(p, seq, kv_head, tile, keys.begin, keys.end, smem);
   if (whole) {
     store_final<T>(p, merged, seq, kv_head, tile);
     return;
