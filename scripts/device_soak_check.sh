@@ -116,12 +116,23 @@ EOF
 
   if wants invariance; then
   # 3. Batch invariance over the default suite, default plan and --plan
-  # invariant: the two runs at once (independent; the GPU has room for both).
-  step invariance_default 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
-    --require-gpu --json "$OUT/invariance_default.json" &
+  # invariant: both at once, each in INV_SHARDS shards at once (default 4;
+  # the reference runs on the host's cores), merged into one report.
+  invariance_run() {  # NAME [RUN OPTIONS...]
+    local name=$1 i shards=${INV_SHARDS:-4} jsons=() shard_pids=()
+    shift
+    for ((i = 0; i < shards; ++i)); do
+      step "${name}_$i" 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
+        --require-gpu --shard "$i/$shards" --json "$OUT/${name}_$i.json" "$@" &
+      shard_pids+=($!)
+      jsons+=("$OUT/${name}_$i.json")
+    done
+    wait "${shard_pids[@]}"
+    step "$name" 120 "$pc" merge "${jsons[@]}" --json "$OUT/$name.json"
+  }
+  invariance_run invariance_default &
   local pid_default=$!
-  step invariance_fixed 900 "$pc" run --paths direct,split,auto,prefill,fmha --no-timing --check-batch-invariance \
-    --require-gpu --plan invariant --json "$OUT/invariance_fixed.json"
+  invariance_run invariance_fixed --plan invariant
   rc=$?
   wait "$pid_default"
   verdict INFO "invariance_default: exit $? (split/auto under the default plan are notes, not failures)"
