@@ -17,7 +17,8 @@
 # kernel at head dim 64 (NCU=0 skips it). Logs and summary.txt in $OUT,
 # packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG seconds).
 # Knobs for a shorter call: BENCH=0, BENCH_DIMS, MLA_KERNELS, D256_TOOLS,
-# MLA_TOOLS, LIMIT (the parallel steps' limit), NCU=0, NCU_LIMIT, WATCHDOG.
+# MLA_TOOLS (empty: none), INVARIANCE=0, LIMIT (the parallel steps' limit),
+# NCU=0, NCU_LIMIT, WATCHDOG.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build-pending}
@@ -50,7 +51,7 @@ tflops() {  # the TFLOP/s of each shape of a bench log, and the kernel that ran
   grep -o 'wgmma-ws[^)]*\|mma.sync' "$1" | sort -u | tr '\n' ' '
 }
 if [ "${BENCH:-1}" = 1 ]; then
-  for d in ${BENCH_DIMS:-128 256 64}; do
+  for d in ${BENCH_DIMS-128 256 64}; do
     timeout 90 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim $d >"$OUT/bench_d$d.log" 2>&1
     echo "bench prefill d$d: $(tflops "$OUT/bench_d$d.log")" | tee -a "$OUT/summary.txt"
   done
@@ -66,23 +67,25 @@ if [ "${BENCH:-1}" = 1 ]; then
 fi
 cp "$build"/carry/*.so "$BIN/"
 pids=()
-timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS=invariance scripts/device_soak_check.sh run \
-  >"$OUT/soakcheck.log" 2>&1 &
-pids+=($!)
+if [ "${INVARIANCE:-1}" = 1 ]; then  # INVARIANCE=0 leaves issue 21's step out
+  timeout "${LIMIT:-300}" env BIN=$BIN OUT=$OUT/soak STEPS=invariance scripts/device_soak_check.sh run \
+    >"$OUT/soakcheck.log" 2>&1 &
+  pids+=($!)
+fi
 s test_gpu_core test_gpu_core &
 pids+=($!)
 s test_gpu_decode test_gpu_decode &
 pids+=($!)
 s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
 pids+=($!)
-(for tool in ${D256_TOOLS:-racecheck synccheck initcheck}; do
+(for tool in ${D256_TOOLS-racecheck synccheck initcheck}; do
    for bs in 32 7; do
      s ${tool}_d256_b$bs compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu \
        --head-dim 256 --block-size $bs --mode chunked --seqs 2 --seq-lens 40 150 --q-len 65 --paths reference,prefill
    done
  done) &
 pids+=($!)
-(for tool in ${MLA_TOOLS:-memcheck racecheck synccheck initcheck}; do  # the MLA kernel: 128 heads (two tiles), pages of 7
+(for tool in ${MLA_TOOLS-memcheck racecheck synccheck initcheck}; do  # the MLA kernel: 128 heads (two tiles), pages of 7
    s ${tool}_mla compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu --mla \
      --q-heads 128 --kv-dtype BF16 --seqs 3 --seq-lens 1 65 300 --block-size 7 --paths reference,direct,split,auto
  done) &
