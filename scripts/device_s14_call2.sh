@@ -17,7 +17,7 @@
 # kernel at head dim 64 (NCU=0 skips it). Logs and summary.txt in $OUT,
 # packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG seconds).
 # Knobs for a shorter call: BENCH=0, BENCH_DIMS, MLA_KERNELS, D256_TOOLS,
-# MLA_TOOLS (empty: none), INVARIANCE=0, LIMIT (the parallel steps' limit),
+# MLA_TOOLS (empty: none), INVARIANCE=0, RECORD=0, LIMIT (the parallel steps' limit),
 # NCU=0, NCU_LIMIT, WATCHDOG.
 set -u
 cd "$(dirname "$0")/.."
@@ -74,6 +74,11 @@ if [ "${INVARIANCE:-1}" = 1 ]; then  # INVARIANCE=0 leaves issue 21's step out
 fi
 s test_gpu_core test_gpu_core &
 pids+=($!)
+if [ "${RECORD:-1}" = 1 ]; then  # issue 23: cases of each new kind recorded by PyTorch, replayed
+  s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
+    "$BIN/pagecheck" &
+  pids+=($!)
+fi
 s test_gpu_decode test_gpu_decode &
 pids+=($!)
 s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &

@@ -15,7 +15,9 @@ attention in float64 with its own loops over the table (written from the
 formulas of docs/case-format.md, nothing shared with pagecheck), records
 inputs, output and LSE with scripts/pagecheck_record.py, and runs
 `pagecheck replay` on each file: exit 0 (the reference agrees with the
-recorded float64 result; the built-in GPU paths report the kind n/a). Then
+recorded float64 result, and so does every built-in GPU path that takes
+the kind: sinks, ALiBi, head size 96 and latent decode run on them since
+sessions 5-14; the others report it n/a). Then
 each file again with a wrong recorded output made the way a buggy kernel
 would (the sink added twice, the sink left out of the LSE, ALiBi's sign
 flipped, MLA's V read from the rope columns, a head-96 kernel reading 128
@@ -161,7 +163,7 @@ def main(argv):
         bad = record(f"{out}/{name}_wrong.safetensors", output=o_bad, lse=lse_bad, **common, **extra)
         results.append(replay(pagecheck, bad, f"{name}_wrong", 1, out))
 
-    # --- head size 96 (Phi-3-mini): vLLM's kv_cache, the built-in paths n/a.
+    # --- head size 96 (Phi-3-mini): vLLM's kv_cache (the CUDA-core kernels).
     d96 = 96
     kv96 = torch.randn(2, blocks, bs, kv_heads, d96, dtype=torch.bfloat16, device=DEV)
     q96 = torch.randn(sum(q_lens), heads, d96, dtype=torch.bfloat16, device=DEV)
