@@ -63,6 +63,8 @@ EXPECT = {
     # Session 13: issue 23's head sizes (80, 112, 120 pad a token's lanes).
     "34": ("direct, split, auto", "output vs reference (or an illegal address): a decode case at head dim 80, 112 or 120"),
     "35": ("direct, split, auto", "output vs reference: a latent (MLA) decode case (the mla family's decode rows)"),
+    "36": ("direct, split, auto (the wgmma MLA kernel: compute capability 9.0)",
+           "output vs reference: a latent decode case over a BF16/F16 cache with a query of its dtype (mla-decode rows)"),
 }
 
 
@@ -113,9 +115,9 @@ mutant("06-split-empty-partition-nan",
 mutant("07-split-skip-empty-stores",
        "skipped stores: a split partition with no keys returns without writing its empty state to the workspace",
        ("kernels/src/decode/decode_split.cu",
-        "    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n",
-        "    end = static_cast<std::int32_t>(std::max<std::int64_t>(part_end, begin));\n"
-        "    if (end == begin) return;  // nothing to attend\n"))
+        "  const KeyRange keys = key_range(p, seq_len, partition, whole);\n",
+        "  const KeyRange keys = key_range(p, seq_len, partition, whole);\n"
+        "  if (!whole && keys.end == keys.begin) return;  // nothing to attend\n"))
 mutant("08-auto-threshold-gap",
        "boundary off by one: auto's partition kernel attends seq_len < threshold whole while its merge takes seq_len > threshold; a sequence of exactly the threshold is split and never merged",
        ("kernels/src/decode/decode_split.cu",
@@ -296,6 +298,12 @@ mutant("35-decode-mla-v-from-rope",
         "  if (kv.v_head_dim < kv.head_dim && kv.value_strides.slot == kv.key_strides.slot)  // V = the row's last columns\n"
         "    p.kv.value_data = static_cast<const char*>(kv.value_data) +\n"
         "                      (kv.head_dim - kv.v_head_dim) * static_cast<std::int64_t>(dtype_size(view.kv_dtype));\n"))
+
+mutant("36-mla-wgmma-v-from-rope",
+       "MLA V read from the rope columns in the wgmma kernel: each warpgroup's P V reads V one 64-column atom to the right (columns 64..575: the rope part in, the first 64 latent columns out)",
+       ("kernels/src/decode/decode_mla_sm90.cu",
+        "    const std::uint32_t vs = ks + wg * 4 * kAtomBytes;\n",
+        "    const std::uint32_t vs = ks + (wg * 4 + 1) * kAtomBytes;\n"))
 
 # ---- upload / launchers ------------------------------------------------------------
 mutant("19-upload-lengths-snapshot",
