@@ -61,6 +61,8 @@ static_assert(kMlaHeadTile == 64, "the wgmma M");
 // Byte offset of key chunk (16 bytes) `chunk` of P row `row` in a 64-byte
 // row: chunk XOR (row / 2) % 4, so that ldmatrix's eight rows (and the
 // stores of a warp's eight rows) hit eight different 16-byte bank groups.
+// scripts/mla_layout_check.py checks the exchange (stores, ldmatrix lane
+// addresses, fragments) on paper.
 __device__ __forceinline__ std::uint32_t p_offset(int row, int chunk) {
   return static_cast<std::uint32_t>(row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4));
 }
