@@ -29,22 +29,7 @@ case "${1:-run}" in
   *) echo "usage: $0 pack | run" >&2; exit 2 ;;
 esac
 . scripts/device_steps.sh
-OUT=${OUT:-c3out}
-mkdir -p "$OUT"
-: >"$OUT/summary.txt"
-BIN=/tmp/c3bin
-unpack_carry "$build/carry"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
-# The device call ends at 600 s (or sooner, where less device time is
-# left): what is there by WATCHDOG seconds (default 570) comes back anyway.
-(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/c3_partial.tgz" --exclude='*.tgz' .) &
-watchdog=$!
-s() {  # s NAME CMD...: one line per step in summary.txt
-  local name=$1
-  shift
-  timeout "${LIMIT:-300}" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
-}
+call_start c3 "$build/carry"
 if [ "${BENCH:-1}" = 1 ]; then  # BENCH=0 leaves the benches and the MLA timing out
 # First, alone on the GPU: the benches.
 timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim 64 >"$OUT/bench_d64.log" 2>&1
@@ -124,15 +109,7 @@ python3 scripts/suite_failures.py "$OUT/suite.json" "$OUT/suite_split64.json" "$
 # NCU=0 skips them.
 for v in "d64:--head-dim 64" "e4m3:--kv-dtype F8_E4M3"; do
   [ "${NCU:-1}" = 1 ] || break
-  tag=${v%%:*}
-  timeout "${NCU_LIMIT:-150}" ncu --clock-control none -k regex:attn_ws_kernel --launch-count 1 --section WarpStateStats \
-    --section SourceCounters --section SpeedOfLight -f -o "/tmp/prof_$tag" \
-    pagecheck bench --shapes prefill --paths prefill --no-checks --no-timing ${v#*:} >"$OUT/ncu_$tag.log" 2>&1
-  echo "ncu $tag rc=$?" | tee -a "$OUT/summary.txt"
-  ncu --import "/tmp/prof_$tag.ncu-rep" --page details --print-units base >"$OUT/details_$tag.txt" 2>&1
-  ncu --import "/tmp/prof_$tag.ncu-rep" --page source --csv --print-source sass >"/tmp/src_$tag.csv" 2>/dev/null
-  python3 scripts/ncu_source_stalls.py "/tmp/src_$tag.csv" >"$OUT/stalls_$tag.txt" 2>&1
-  gzip -9 -c "/tmp/src_$tag.csv" >"$OUT/src_$tag.csv.gz"
+  ncu_ws_profile "${v%%:*}" "${NCU_LIMIT:-150}" ${v#*:}
 done
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "${PACK:-.}/c3.tgz" --exclude='*.tgz' .)

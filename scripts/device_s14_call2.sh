@@ -32,20 +32,7 @@ case "${1:-run}" in
   *) echo "usage: $0 pack | run" >&2; exit 2 ;;
 esac
 . scripts/device_steps.sh
-OUT=${OUT:-c2out}
-mkdir -p "$OUT"
-: >"$OUT/summary.txt"
-BIN=/tmp/c2bin
-unpack_carry "$build/carry"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
-(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/c2_partial.tgz" --exclude='*.tgz' .) &
-watchdog=$!
-s() {  # s NAME CMD...: one line per step in summary.txt
-  local name=$1 t0=$SECONDS
-  shift
-  timeout "${LIMIT:-300}" "$@" >"$OUT/$name.log" 2>&1
-  echo "$name rc=$? ($((SECONDS - t0)) s) :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
-}
+call_start c2 "$build/carry"
 tflops() {  # the TFLOP/s of each shape of a bench log, and the kernel that ran
   awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$1"
   grep -o 'wgmma-ws[^)]*\|mma.sync' "$1" | sort -u | tr '\n' ' '
@@ -106,15 +93,7 @@ python3 scripts/suite_failures.py "$OUT/suite.json" 2>&1 | tee -a "$OUT/summary.
 for v in "d64:--head-dim 64" "e4m3:--kv-dtype F8_E4M3"; do
   [ "${NCU:-1}" = 1 ] || break
   [ $((SECONDS + ${NCU_LIMIT:-120})) -lt "${WATCHDOG:-570}" ] || break
-  tag=${v%%:*}
-  timeout "${NCU_LIMIT:-120}" ncu --clock-control none -k regex:attn_ws_kernel --launch-count 1 --section WarpStateStats \
-    --section SourceCounters --section SpeedOfLight -f -o "/tmp/prof_$tag" \
-    pagecheck bench --shapes prefill --paths prefill --no-checks --no-timing ${v#*:} >"$OUT/ncu_$tag.log" 2>&1
-  echo "ncu $tag rc=$? ($SECONDS s)" | tee -a "$OUT/summary.txt"
-  ncu --import "/tmp/prof_$tag.ncu-rep" --page details --print-units base >"$OUT/details_$tag.txt" 2>&1
-  ncu --import "/tmp/prof_$tag.ncu-rep" --page source --csv --print-source sass >"/tmp/src_$tag.csv" 2>/dev/null
-  python3 scripts/ncu_source_stalls.py "/tmp/src_$tag.csv" >"$OUT/stalls_$tag.txt" 2>&1
-  gzip -9 -c "/tmp/src_$tag.csv" >"$OUT/src_$tag.csv.gz"
+  ncu_ws_profile "${v%%:*}" "${NCU_LIMIT:-120}" ${v#*:}
 done
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "${PACK:-.}/c2.tgz" --exclude='*.tgz' .)

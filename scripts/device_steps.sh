@@ -47,6 +47,53 @@ pack_carry() {
   ls -la "$build/carry"
 }
 
+# call_start NAME CARRY: the start of a session's device call script: $OUT
+# (default NAMEout) with an empty summary.txt, the carry's binaries
+# unpacked into /tmp/NAMEbin and on PATH, the GPU's name in the summary,
+# and a watchdog that packs what $OUT holds into $PACK/NAME_partial.tgz at
+# WATCHDOG seconds (default 570: the call ends at 600, or sooner where less
+# device time is left); its pid in $watchdog.
+call_start() {
+  local name=$1 carry=$2
+  OUT=${OUT:-${name}out}
+  mkdir -p "$OUT"
+  : >"$OUT/summary.txt"
+  BIN=/tmp/${name}bin
+  unpack_carry "$carry"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
+  (sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/${name}_partial.tgz" --exclude='*.tgz' .) &
+  watchdog=$!
+}
+
+# s NAME CMD...: CMD under LIMIT seconds (default 300), logged to
+# $OUT/NAME.log, with one line in $OUT/summary.txt (exit code, seconds, the
+# log's last two lines).
+s() {
+  local name=$1 t0=$SECONDS
+  shift
+  timeout "${LIMIT:-300}" "$@" >"$OUT/$name.log" 2>&1
+  echo "$name rc=$? ($((SECONDS - t0)) s) :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
+}
+
+# ncu_ws_profile TAG LIMIT BENCH_ARGS...: Nsight Compute on the ws prefill
+# kernel's first launch of `pagecheck bench --shapes prefill BENCH_ARGS`
+# (8 x 2048): warp states, source counters and speed of light into
+# $OUT/details_TAG.txt, the per-line stalls (scripts/ncu_source_stalls.py)
+# into $OUT/stalls_TAG.txt and the SASS source page into
+# $OUT/src_TAG.csv.gz; one line in $OUT/summary.txt.
+ncu_ws_profile() {
+  local tag=$1 limit=$2
+  shift 2
+  timeout "$limit" ncu --clock-control none -k regex:attn_ws_kernel --launch-count 1 --section WarpStateStats \
+    --section SourceCounters --section SpeedOfLight -f -o "/tmp/prof_$tag" \
+    pagecheck bench --shapes prefill --paths prefill --no-checks --no-timing "$@" >"$OUT/ncu_$tag.log" 2>&1
+  echo "ncu $tag rc=$? ($SECONDS s)" | tee -a "$OUT/summary.txt"
+  ncu --import "/tmp/prof_$tag.ncu-rep" --page details --print-units base >"$OUT/details_$tag.txt" 2>&1
+  ncu --import "/tmp/prof_$tag.ncu-rep" --page source --csv --print-source sass >"/tmp/src_$tag.csv" 2>/dev/null
+  python3 scripts/ncu_source_stalls.py "/tmp/src_$tag.csv" >"$OUT/stalls_$tag.txt" 2>&1
+  gzip -9 -c "/tmp/src_$tag.csv" >"$OUT/src_$tag.csv.gz"
+}
+
 # probe_checks EXE WORK SUMMARY: a decode probe's `check` (the kernels
 # against the float64 CPU loop) and compute-sanitizer memcheck over its
 # `small` cases, logs in WORK, one line each appended to SUMMARY.
