@@ -33,11 +33,11 @@ call_start c3 "$build/carry"
 if [ "${BENCH:-1}" = 1 ]; then  # BENCH=0 leaves the benches and the MLA timing out
 # First, alone on the GPU: the benches.
 timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim 64 >"$OUT/bench_d64.log" 2>&1
-echo "bench prefill d64: $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench_d64.log")" |
+echo "bench prefill d64: $(bench_tflops "$OUT/bench_d64.log")" |
   tee -a "$OUT/summary.txt"
 for d in ${DECODE_DIMS:-128 96 80}; do
   timeout 90 pagecheck bench --shapes decode --paths direct,split,auto --no-checks --head-dim $d >"$OUT/bench_decode_d$d.log" 2>&1
-  echo "bench decode d$d: $(awk '/^decode-/ {s=$1} /^  [a-z]+ +pass/ {p=$1} /GB\/s/ && !/stage/ && p != "" {printf "%s %s %s; ", s, p, $1; p = ""}' "$OUT/bench_decode_d$d.log")" |
+  echo "bench decode d$d: $(bench_gbs "$OUT/bench_decode_d$d.log")" |
     tee -a "$OUT/summary.txt"
 done
 # Head dim 256 on the warp-specialised kernel (PAGECHECK_WS_D256=1, 64-key
@@ -46,7 +46,7 @@ for run in 0:16 1:16 0:64 1:64; do
   knob=${run%%:*} bs=${run#*:}
   PAGECHECK_WS_D256=$knob timeout 60 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim 256 \
     --block-size "$bs" >"$OUT/bench_d256_ws${knob}_b$bs.log" 2>&1
-  echo "bench prefill d256 b$bs PAGECHECK_WS_D256=$knob: $(awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$OUT/bench_d256_ws${knob}_b$bs.log") $(grep -o 'wgmma-ws[^)]*\|mma.sync' "$OUT/bench_d256_ws${knob}_b$bs.log" | sort -u | tr '\n' ' ')" |
+  echo "bench prefill d256 b$bs PAGECHECK_WS_D256=$knob: $(bench_tflops "$OUT/bench_d256_ws${knob}_b$bs.log") $(grep -o 'wgmma-ws[^)]*\|mma.sync' "$OUT/bench_d256_ws${knob}_b$bs.log" | sort -u | tr '\n' ' ')" |
     tee -a "$OUT/summary.txt"
 done
 # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64 (issue 23's

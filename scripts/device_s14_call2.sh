@@ -17,7 +17,7 @@
 # kernel at head dim 64 (NCU=0 skips it). Logs and summary.txt in $OUT,
 # packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG seconds).
 # Knobs for a shorter call: BENCH=0, BENCH_DIMS, MLA_KERNELS, D256_TOOLS,
-# MLA_TOOLS (empty: none), INVARIANCE=0, RECORD=0, LIMIT (the parallel steps' limit),
+# MLA_TOOLS (empty: none), DECODE_EXTRA=0, INVARIANCE=0, RECORD=0, LIMIT (the parallel steps' limit),
 # NCU=0, NCU_LIMIT, WATCHDOG.
 set -u
 cd "$(dirname "$0")/.."
@@ -34,7 +34,7 @@ esac
 . scripts/device_steps.sh
 call_start c2 "$build/carry"
 tflops() {  # the TFLOP/s of each shape of a bench log, and the kernel that ran
-  awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$1"
+  bench_tflops "$1"
   grep -o 'wgmma-ws[^)]*\|mma.sync' "$1" | sort -u | tr '\n' ' '
 }
 if [ "${BENCH:-1}" = 1 ]; then
@@ -42,6 +42,17 @@ if [ "${BENCH:-1}" = 1 ]; then
     timeout 90 pagecheck bench --shapes prefill --paths prefill --no-checks --head-dim $d >"$OUT/bench_d$d.log" 2>&1
     echo "bench prefill d$d: $(tflops "$OUT/bench_d$d.log")" | tee -a "$OUT/summary.txt"
   done
+  # Issue 18's two decode ratios not measured lately: page size 1 against
+  # 16 (target 0.95) and an E4M3 cache's tokens per second against BF16's
+  # (1.8x). DECODE_EXTRA=0 leaves them out.
+  if [ "${DECODE_EXTRA:-1}" = 1 ]; then
+    for v in "b16:--block-size 16" "b1:--block-size 1" "e4m3:--kv-dtype F8_E4M3"; do
+      timeout 90 pagecheck bench --shapes decode --paths direct,split,auto --no-checks ${v#*:} \
+        >"$OUT/bench_decode_${v%%:*}.log" 2>&1
+      echo "bench decode ${v%%:*}: $(bench_gbs "$OUT/bench_decode_${v%%:*}.log")" |
+        tee -a "$OUT/summary.txt"
+    done
+  fi
   # Latent (MLA) decode at 64 x 4096, 128 query heads, block 64, BF16 (the
   # wgmma kernel; MLA_KERNELS="mma simt" adds the CUDA-core loop);
   # 73.0 GFLOP and 302 MB of cache a step.

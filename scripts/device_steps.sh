@@ -75,6 +75,15 @@ s() {
   echo "$name rc=$? ($((SECONDS - t0)) s) :: $(tail -2 "$OUT/$name.log" | tr '\n' ' ' | cut -c1-200)" | tee -a "$OUT/summary.txt"
 }
 
+# bench_gbs LOG: "shape path GB/s; ..." of a `pagecheck bench --shapes
+# decode` log; bench_tflops LOG: "shape TFLOP/s; ..." of a prefill one.
+bench_gbs() {
+  awk '/^decode-/ {s=$1} /^  [a-z]+ +pass/ {p=$1} /GB\/s/ && !/stage/ && p != "" {printf "%s %s %s; ", s, p, $1; p = ""}' "$1"
+}
+bench_tflops() {
+  awk '/^(prefill|chunked)-/ {s=$1} / TFLOP\/s/ && s != "" {for (i = 1; i <= NF; i++) if ($i ~ /TFLOP/) t = $(i - 1); printf "%s %s; ", s, t; s = ""}' "$1"
+}
+
 # ncu_ws_profile TAG LIMIT BENCH_ARGS...: Nsight Compute on the ws prefill
 # kernel's first launch of `pagecheck bench --shapes prefill BENCH_ARGS`
 # (8 x 2048): warp states, source counters and speed of light into
