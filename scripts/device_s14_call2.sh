@@ -7,18 +7,26 @@
 #   here:  ninja -C build-pending pagecheck test_gpu_core test_gpu_decode simple_decode simple_decode_faulty
 #          scripts/device_s14_call2.sh pack      (xz into build-pending/carry)
 #   there: D=$OUT; OUT=/tmp/c2 PACK=$D scripts/device_s14_call2.sh run
-# Steps: first, alone, pagecheck bench --shapes prefill at head dims 128,
-# 256 and 64 (issue 24's ratios in one call); then at once test_gpu_core,
-# the covering suite through every built-in path (with check_suite_report:
-# the kernel choice at head dim 256), racecheck / synccheck / initcheck on
-# small head-dim-256 cases (tensor copies at block 32, rows at block 7), and
-# the batch-invariance step of scripts/device_soak_check.sh (default plan
-# and --plan invariant at once); last, alone, Nsight Compute on the ws
-# kernel at head dim 64 (NCU=0 skips it). Logs and summary.txt in $OUT,
-# packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG seconds).
-# Knobs for a shorter call: BENCH=0, BENCH_DIMS, MLA_KERNELS, D256_TOOLS,
-# MLA_TOOLS (empty: none), DECODE_EXTRA=0, INVARIANCE=0, RECORD=0, LIMIT (the parallel steps' limit),
-# NCU=0, NCU_LIMIT, WATCHDOG.
+# Steps. First, alone: pagecheck bench --shapes prefill at head dims 128,
+# 256 and 64 (issue 24's ratios in one call); --shapes decode at block 16,
+# block 1 and over E4M3 (issue 18's page-size and FP8 ratios); the MLA
+# kernel at 64 x 4096, 128 heads. Then at once: test_gpu_core,
+# test_gpu_decode, the covering suite through every built-in path (then
+# check_suite_report: the kernel choice at head dim 256), racecheck /
+# synccheck / initcheck on small head-dim-256 cases (tensor copies at block
+# 32, rows at block 7), the four sanitizers on a small 128-head latent case,
+# issue 21's batch-invariance step (scripts/device_soak_check.sh: both plans
+# at once, four shards each) and issue 23's recorded-case check
+# (record_features_check.py). Last, alone, while time is left: Nsight
+# Compute on the ws kernel at head dim 64 and over E4M3. Logs and
+# summary.txt in $OUT, packed into $PACK/c2.tgz (c2_partial.tgz at WATCHDOG
+# seconds). The whole run is about 9 minutes and leaves the profiles out
+# (each starts only with NCU_LIMIT seconds to spare): in two calls,
+#   INVARIANCE=0 RECORD=0 NCU=0 ... run                  (benches, tests, sanitizers)
+#   BENCH=0 TESTS=0 D256_TOOLS= MLA_TOOLS= ... run      (invariance, recorded cases, ncu)
+# Knobs: BENCH=0, BENCH_DIMS, DECODE_EXTRA=0, MLA_KERNELS, TESTS=0,
+# D256_TOOLS and MLA_TOOLS (empty: none), INVARIANCE=0, RECORD=0, LIMIT (the
+# parallel steps' limit, default 300), NCU=0, NCU_LIMIT, WATCHDOG.
 set -u
 cd "$(dirname "$0")/.."
 build=${BUILD:-build-pending}
@@ -70,17 +78,19 @@ if [ "${INVARIANCE:-1}" = 1 ]; then  # INVARIANCE=0 leaves issue 21's step out
     >"$OUT/soakcheck.log" 2>&1 &
   pids+=($!)
 fi
-s test_gpu_core test_gpu_core &
-pids+=($!)
+if [ "${TESTS:-1}" = 1 ]; then  # TESTS=0 leaves test_gpu_core, test_gpu_decode and the suite out
+  s test_gpu_core test_gpu_core &
+  pids+=($!)
+  s test_gpu_decode test_gpu_decode &
+  pids+=($!)
+  s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
+  pids+=($!)
+fi
 if [ "${RECORD:-1}" = 1 ]; then  # issue 23: cases of each new kind recorded by PyTorch, replayed
   s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
     "$BIN/pagecheck" &
   pids+=($!)
 fi
-s test_gpu_decode test_gpu_decode &
-pids+=($!)
-s suite pagecheck run --no-timing --require-gpu --json "$OUT/suite.json" &
-pids+=($!)
 (for tool in ${D256_TOOLS-racecheck synccheck initcheck}; do
    for bs in 32 7; do
      s ${tool}_d256_b$bs compute-sanitizer --tool $tool --error-exitcode 9 pagecheck run --no-timing --require-gpu \
@@ -95,9 +105,11 @@ pids+=($!)
 pids+=($!)
 wait "${pids[@]}"
 [ -f "$OUT/soak/steps.txt" ] && grep -E "^(PASS|FAIL|INFO)" "$OUT/soak/steps.txt" | tee -a "$OUT/summary.txt"
-pagecheck run --list-suite >"$OUT/suite_list.txt" 2>&1
-python3 scripts/check_suite_report.py "$OUT/suite_list.txt" "$OUT/suite.json" 2>&1 | tail -5 | tee -a "$OUT/summary.txt"
-python3 scripts/suite_failures.py "$OUT/suite.json" 2>&1 | tee -a "$OUT/summary.txt"
+if [ -f "$OUT/suite.json" ]; then
+  pagecheck run --list-suite >"$OUT/suite_list.txt" 2>&1
+  python3 scripts/check_suite_report.py "$OUT/suite_list.txt" "$OUT/suite.json" 2>&1 | tail -5 | tee -a "$OUT/summary.txt"
+  python3 scripts/suite_failures.py "$OUT/suite.json" 2>&1 | tee -a "$OUT/summary.txt"
+fi
 # Nsight Compute on the ws kernel's first launch (8 x 2048): head dim 64,
 # then, while more than NCU_LIMIT seconds are left before the watchdog, an
 # E4M3 cache (issue 24's two open ratios).
