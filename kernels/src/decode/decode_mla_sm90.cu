@@ -30,11 +30,10 @@
 //   (normalised output, base-2 max, sum), exactly the CUDA-core loop's.
 #include "decode/decode_mla_sm90.cuh"
 
-#include <algorithm>
-#include <atomic>
 #include <string>
 
 #include "common/cuda_check.cuh"
+#include "prefill/attn_sm90.cuh"
 #include "prefill/wgmma_tile.cuh"
 
 namespace pagecheck::gpu::decode {
@@ -294,26 +293,6 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const __grid_co
 #endif
 }
 
-bool device_is_sm90() {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  constexpr int kCachedDevices = 64;
-  static std::atomic<signed char> cached[kCachedDevices];  // 0: not asked yet, 1: no, 2: yes
-  const auto ask = [device] {
-    int major = 0, minor = 0;
-    return cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess && major == 9 &&
-           minor == 0;
-  };
-  if (device < 0 || device >= kCachedDevices) return ask();
-  signed char state = cached[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    state = ask() ? 2 : 1;
-    cached[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
-}
-
 template <bool kF16, MlaLaunch kKind>
 Status launch_kind(const DecodeParams& p, std::int64_t ctas, std::int64_t rows, cudaStream_t stream) {
   auto kernel = mla_decode_kernel<kF16, kKind>;
@@ -346,7 +325,7 @@ bool mla_sm90_supports(const DeviceCaseView& view) {
          reinterpret_cast<std::uintptr_t>(view.query) % 16 == 0;
 }
 
-bool mla_sm90_available() { return device_is_sm90(); }
+bool mla_sm90_available() { return attn::sm90a_device(); }
 
 Status launch_mla_sm90(const DecodeParams& p, MlaLaunch kind, std::int64_t ctas, std::int64_t rows,
                        cudaStream_t stream) {

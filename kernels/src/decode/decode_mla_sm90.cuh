@@ -24,8 +24,8 @@ constexpr int kMlaHeadTile = 64;
 // form, window, attention sinks. Shapes only: see mla_sm90_available().
 bool mla_sm90_supports(const DeviceCaseView& view);
 
-// True when the current device is compute capability 9.0 (sm_90a code runs
-// there only).
+// True when the current device is compute capability 9.0 and loads the
+// sm_90a library (attn::sm90a_device()).
 bool mla_sm90_available();
 
 enum class MlaLaunch { Direct, Split, Auto };

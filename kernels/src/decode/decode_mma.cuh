@@ -553,10 +553,6 @@ inline bool decode_uses_mla_sm90(const DeviceCaseView& view) {
   return false;
 #endif
 }
-inline const char* decode_kernel_name(const DeviceCaseView& view) {
-  if (decode_uses_mla_sm90(view)) return "wgmma MLA (sm_90a)";
-  return decode_uses_tensor_cores(view) ? "mma.sync" : "simt (CUDA cores)";
-}
 
 // dispatch_decode() for the view, with the tensor-core traits where
 // decode_uses_tensor_cores() says so, the ALiBi traits for an ALiBi case.

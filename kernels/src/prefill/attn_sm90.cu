@@ -363,14 +363,9 @@ bool device_runs_sm90a(int device) {
 }
 }  // namespace
 
-// Asked on every prefill/fmha launch: the environment is read once and the
-// answer is kept per device.
-bool sm90_available() {
-  static const bool forced_mma = [] {
-    const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
-    return force != nullptr && std::strcmp(force, "mma") == 0;
-  }();
-  if (forced_mma) return false;
+// Asked on every prefill/fmha launch (and latent decode's): the answer is
+// kept per device.
+bool sm90a_device() {
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   constexpr int kCachedDevices = 64;
@@ -382,6 +377,15 @@ bool sm90_available() {
     cached[device].store(state, std::memory_order_relaxed);
   }
   return state == 2;
+}
+
+// The environment is read once.
+bool sm90_available() {
+  static const bool forced_mma = [] {
+    const char* force = std::getenv("PAGECHECK_ATTN_KERNEL");
+    return force != nullptr && std::strcmp(force, "mma") == 0;
+  }();
+  return !forced_mma && sm90a_device();
 }
 
 bool sm90_supports(const DeviceCaseView& view, bool contiguous) {

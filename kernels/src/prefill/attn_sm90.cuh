@@ -13,8 +13,10 @@
 
 namespace pagecheck::gpu::attn {
 
-// True when the current device is compute capability 9.0, the binary holds
-// the sm_90a kernel, and PAGECHECK_ATTN_KERNEL is not "mma" (the override
+// True when the current device is compute capability 9.0 and loads this
+// library's sm_90a code (the decode paths' latent kernel asks too).
+bool sm90a_device();
+// sm90a_device(), and PAGECHECK_ATTN_KERNEL is not "mma" (the override
 // that forces the portable kernel, for comparisons).
 bool sm90_available();
 
