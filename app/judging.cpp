@@ -51,7 +51,7 @@ ErrorStats judge_recorded(const Case& c, const std::vector<double>& recorded, co
 std::string mismatch_reason(std::string_view what, const ErrorStats& e, Tolerance t, std::string_view against) {
   std::string out = fmt::format("{}: {} of {} elements beyond atol {:g}{} + rtol {:g}·|{}|", what, e.mismatches,
                                 e.elements, t.atol,
-                                t.row_scale > 0 ? fmt::format(" (scaled down in rows of RMS < {:g})", t.row_scale) : "",
+                                row_scaling_text(t),
                                 t.rtol, against);
   if (e.nonfinite > 0) out += fmt::format(" ({} NaN/Inf)", e.nonfinite);
   if (e.worst.seq >= 0 || e.worst.token >= 0)

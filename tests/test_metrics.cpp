@@ -173,6 +173,24 @@ TEST_CASE("default tolerances shrink atol for rows whose outputs are small") {
   out = as_float(ref);
   out[9] += 0.015f;
   CHECK(compare(c, out, ref, 4, bf16).mismatches == 0);
+  // Rows of rms above row_unit (1) grow it: in a row of rms ~20 (a latent
+  // cache's V carries K's magnitudes) an element of 0.25 may be 0.019 off
+  // (P rounded to BF16 moves outputs by ~2^-9 of the values averaged), but
+  // not 0.5 (a wrong page moves them by the values themselves).
+  CHECK(bf16.row_unit == kToleranceRowUnit);
+  std::vector<double> big(32, 1.0);
+  for (int d = 0; d < 4; ++d) big[d] = d == 1 ? 0.25 : (d % 2 ? 23.0 : -23.0);  // rms 19.9
+  out = as_float(big);
+  out[1] += 0.019f;
+  CHECK(compare(c, out, big, 4, bf16).mismatches == 0);
+  Tolerance no_growth = bf16;
+  no_growth.row_unit = 0;
+  CHECK(compare(c, out, big, 4, no_growth).mismatches == 1);
+  out[1] = 0.75f;
+  CHECK(compare(c, out, big, 4, bf16).mismatches == 1);
+  CHECK(row_scaling_text(bf16) == " (scaled down in rows of RMS < 0.1, up in rows of RMS > 1)");
+  CHECK(row_scaling_text(no_growth) == " (scaled down in rows of RMS < 0.1)");
+  CHECK(row_scaling_text(Tolerance{}).empty());
   // Without row scaling (and for the LSE, whose error is absolute) the
   // plain atol applies.
   out = as_float(ref);

@@ -111,6 +111,41 @@ TEST_CASE("default plan: direct when the grid fills the device, split when it do
   CHECK(choose_plan(benchmark_request(1, 200), nullptr).kind == PlanKind::Direct);
 }
 
+TEST_CASE("default plan for a kernel of one CTA a multiprocessor (latent MLA): direct from one wave") {
+  // 128 query heads over one latent head: two 64-head CTAs a sequence.
+  const auto mla = [](std::int64_t num_seqs, std::int64_t context) {
+    PlanRequest r = benchmark_request(num_seqs, context);
+    r.query_heads = 128;
+    r.kv_heads = 1;
+    r.head_dim = 576;
+    r.value_head_dim = 512;
+    r.direct_ctas = num_seqs * 2;
+    r.one_cta_per_multiprocessor = true;
+    return r;
+  };
+  // 64 x 4096: 128 CTAs, within 1/32 of one wave (0.199 ms direct against
+  // 0.312 split on an H100); the GQA model would split 64 CTAs.
+  CHECK(choose_plan(mla(64, 4096), nullptr).kind == PlanKind::Direct);
+  PlanRequest gqa_model = mla(64, 4096);
+  gqa_model.direct_ctas = 0;
+  gqa_model.one_cta_per_multiprocessor = false;
+  CHECK(choose_plan(gqa_model, nullptr).kind == PlanKind::SplitKv);
+  // 8 x 4096: 16 CTAs; 512-token partitions make 128, one wave.
+  const Plan p8 = choose_plan(mla(8, 4096), nullptr);
+  REQUIRE(p8.kind == PlanKind::SplitKv);
+  CHECK(p8.partition_tokens == 512);
+  CHECK(p8.threshold_tokens == 512);
+  // 32 x 8192: 64 CTAs; 1024-token partitions make 512.
+  CHECK(choose_plan(mla(32, 8192), nullptr).partition_tokens == 1024);
+  // The GQA kernels' requests do not move: direct_ctas counts as given.
+  PlanRequest given = mla(64, 4096);
+  given.one_cta_per_multiprocessor = false;
+  given.direct_ctas = 264;
+  CHECK(choose_plan(given, nullptr).kind == PlanKind::Direct);
+  given.direct_ctas = 263;
+  CHECK(choose_plan(given, nullptr).kind == PlanKind::SplitKv);
+}
+
 TEST_CASE("tuning file round trip") {
   TuningTable table;
   table.device_name = "NVIDIA H200";

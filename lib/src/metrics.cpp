@@ -2,6 +2,8 @@
 // the default tolerances.
 #include "pagecheck/metrics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -162,10 +164,22 @@ class ErrorMapBuilder {
 
 }  // namespace
 
+std::string row_scaling_text(const Tolerance& t) {
+  if (t.row_scale <= 0) return "";
+  if (t.row_unit <= 0) return fmt::format(" (scaled down in rows of RMS < {:g})", t.row_scale);
+  return fmt::format(" (scaled down in rows of RMS < {:g}, up in rows of RMS > {:g})", t.row_scale, t.row_unit);
+}
+
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype) {
   const Tolerance q = tolerance_for(query_dtype), kv = tolerance_for(kv_dtype);
-  return {std::max(q.atol, kv.atol), std::max(q.rtol, kv.rtol), kToleranceRowScale, row_floor_for(query_dtype),
-          kToleranceLogitEps};
+  Tolerance t;
+  t.atol = std::max(q.atol, kv.atol);
+  t.rtol = std::max(q.rtol, kv.rtol);
+  t.row_scale = kToleranceRowScale;
+  t.row_unit = kToleranceRowUnit;
+  t.row_floor = row_floor_for(query_dtype);
+  t.logit_eps = kToleranceLogitEps;
+  return t;
 }
 
 Tolerance default_lse_tolerance(DType query_dtype, DType kv_dtype) {
@@ -198,7 +212,9 @@ ErrorStats compare(const Case& c, std::span<const float> out, std::span<const do
       for (std::size_t k = i; k < row_end; ++k)
         if (std::isfinite(ref[k])) sum_sq += ref[k] * ref[k];
       const double rms = std::sqrt(sum_sq / static_cast<double>(row_end - i));
-      row_atol = std::max(tolerance.atol * std::min(1.0, rms / tolerance.row_scale), tolerance.row_floor);
+      double row_factor = std::min(1.0, rms / tolerance.row_scale);
+      if (tolerance.row_unit > 0 && rms > tolerance.row_unit) row_factor = rms / tolerance.row_unit;
+      row_atol = std::max(tolerance.atol * row_factor, tolerance.row_floor);
       const std::size_t row = i / row_width;
       // Not under an atol of 0 (--atol 0: exactness asked for).
       if (tolerance.logit_eps > 0 && tolerance.atol > 0 && row < row_lse.size() && std::isfinite(row_lse[row]))

@@ -275,7 +275,7 @@ std::string worst_table(const std::vector<WorstElement>& worst) {
 
 std::string tolerance_text(const Tolerance& t) {
   std::string s = fmt::format("atol {:g}", t.atol);
-  if (t.row_scale > 0) s += fmt::format(" (scaled down in rows of RMS below {:g})", t.row_scale);
+  s += row_scaling_text(t);
   return s + fmt::format(" + rtol {:g}·|ref|", t.rtol);
 }
 

@@ -23,6 +23,8 @@
 #               is left of it, one that would start with less than 20 s left
 #               is not run (rc 125), so the table is always written
 #   ONLY="NN.." run only these mutants (and the control)
+#   PATHS=LIST  the suite's paths (default all six; fewer for a short call
+#               whose mutants break only some of them)
 #   EXTRAS="huge racecheck tests"  the extra steps to run (default all three)
 #   PACK=FILE   the binaries (default build-mutants/carry/binaries.tar.xz)
 set -u
@@ -54,7 +56,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >"$work/out/dev
 ldd "$bin/00-control" | grep -i "not found" >>"$work/out/device.txt"
 "$bin/00-control" run --list-suite >"$work/out/suite.txt" 2>&1 || true
 
-all_paths="reference,direct,split,auto,prefill,fmha"
+all_paths=${PATHS:-reference,direct,split,auto,prefill,fmha}
 huge_args="run --name huge --seqs 4 --q-heads 8 --kv-heads 8 --head-dim 128 --block-size 16 --seq-len 2048
   --pool-factor 300 --no-share-pages --no-timing"
 race_args="run --name race-decode --seqs 3 --q-heads 8 --kv-heads 2 --head-dim 128 --block-size 16

@@ -39,6 +39,16 @@ Applicability decode_applies(const Case& c);
 // every K/V load. No workspace.
 Status launch_direct(const DeviceCaseView& view, cudaStream_t stream);
 
+// The direct launch's grid as the planner sizes it (PlanRequest): the latent
+// (MLA) kernel on Hopper takes 64 query heads a CTA, one CTA a
+// multiprocessor; every other kernel leaves both at 0 (the planner's GQA
+// model: sequences x KV heads, several CTAs a multiprocessor).
+struct DecodeGrid {
+  std::int64_t direct_ctas = 0;
+  bool one_cta_per_multiprocessor = false;
+};
+DecodeGrid decode_direct_grid(const DeviceCaseView& view);
+
 // Split-KV workspace: partial outputs and float32 statistics per partition.
 struct SplitWorkspace {
   float* partial_out = nullptr;  // [num_seqs, q_heads, max_partitions, v_head_dim]

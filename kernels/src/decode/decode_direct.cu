@@ -189,6 +189,20 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   }
 }
 
+DecodeGrid decode_direct_grid_impl(const DeviceCaseView& view) {
+  DecodeGrid grid;
+#ifdef PAGECHECK_HAVE_SM90A
+  if (decode_uses_mla_sm90(view)) {
+    const std::int64_t gqa = view.q_heads / std::max<std::int64_t>(1, view.kv.kv_heads);
+    grid.direct_ctas = view.kv.num_seqs * view.kv.kv_heads * ((gqa + kMlaHeadTile - 1) / kMlaHeadTile);
+    grid.one_cta_per_multiprocessor = true;
+  }
+#else
+  (void)view;
+#endif
+  return grid;
+}
+
 Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
 #ifdef PAGECHECK_HAVE_SM90A
   if (decode_uses_mla_sm90(view)) {  // latent caches on Hopper: decode_mla_sm90.cu
@@ -218,5 +232,7 @@ Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
 Status launch_direct(const DeviceCaseView& view, cudaStream_t stream) {
   return decode::launch_direct_impl(view, stream);
 }
+
+DecodeGrid decode_direct_grid(const DeviceCaseView& view) { return decode::decode_direct_grid_impl(view); }
 
 }  // namespace pagecheck::gpu

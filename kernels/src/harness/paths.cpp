@@ -43,8 +43,9 @@ int multiprocessors_of(const DeviceInfo& device, const RunOptions& options) {
 }
 
 // The plan for a case: explicit (--plan), else tuned (--tuning FILE), else
-// the built-in heuristic.
-Expected<Plan> resolve_plan(const Case& c, const RunOptions& options, const DeviceInfo& device) {
+// the built-in heuristic, told the direct grid of the kernel that will run.
+Expected<Plan> resolve_plan(const Case& c, const DeviceCaseView& view, const RunOptions& options,
+                            const DeviceInfo& device) {
   if (options.plan) {
     Plan p = *options.plan;
     p.source = PlanSource::Explicit;
@@ -58,6 +59,9 @@ Expected<Plan> resolve_plan(const Case& c, const RunOptions& options, const Devi
   request.value_head_dim = c.v_head_dim();
   request.num_seqs = c.num_seqs();
   request.multiprocessors = multiprocessors_of(device, options);
+  const DecodeGrid grid = decode_direct_grid(view);
+  request.direct_ctas = grid.direct_ctas;
+  request.one_cta_per_multiprocessor = grid.one_cta_per_multiprocessor;
   if (!options.tuning_file.empty()) {
     auto table = cached_tuning(options.tuning_file);
     if (!table) return table.error();
@@ -117,7 +121,7 @@ class SplitPath final : public GpuPath {
   Applicability applies(const Case& c) const override { return builtin_applies(c, "split", decode_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions& options) override {
     PreparedPath p;
-    auto plan = resolve_plan(c, options, device_);
+    auto plan = resolve_plan(c, d.view, options, device_);
     if (!plan) return plan.error();
     std::int64_t partition = kDefaultPartitionTokens;
     std::string from = "default";
@@ -147,7 +151,7 @@ class AutoPath final : public GpuPath {
   Applicability applies(const Case& c) const override { return builtin_applies(c, "auto", decode_applies); }
   Expected<PreparedPath> prepare(const Case& c, DeviceCase& d, const RunOptions& options) override {
     PreparedPath p;
-    auto plan = resolve_plan(c, options, device_);
+    auto plan = resolve_plan(c, d.view, options, device_);
     if (!plan) return plan.error();
     p.plan = describe_plan(*plan);
     const DeviceCaseView view = d.view;

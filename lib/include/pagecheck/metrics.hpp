@@ -20,6 +20,16 @@ struct Tolerance {
   // wrong page; a kernel's rounding shrinks with the row, so this keeps the
   // margin. 0: atol as is (the LSE, recorded outputs).
   double row_scale = 0;
+  // > 0 (with row_scale): the atol of a row whose rms is above row_unit
+  // grows with it: atol * rms(ref row) / row_unit. A kernel's rounding of
+  // the softmax weights (P to BF16/F16 for a tensor-core P.V) moves an
+  // output by ~2^-9 (2^-11) of the V values it averages, and a row's rms
+  // follows them; outputs of a few units and less are as before. A latent
+  // (MLA) cache is its own V, so its V values carry K's magnitudes (10 to
+  // 40 in the large-logits and LLM-like profiles): the suite's cover-117
+  // on the wgmma MLA kernel, an error of 0.019 on an output of 0.25 in a
+  // row of rms ~20, beyond BF16's 1e-2 + 1e-2 * 0.25.
+  double row_unit = 0;
   // The smallest atol the row scaling may reach. Below it the kernel's
   // output cannot carry relative precision while the double reference can:
   // F16 turns subnormal at 6.1e-5; a float32 kernel that flushes subnormals
@@ -42,14 +52,20 @@ struct Tolerance {
 
 // The row_scale default_tolerance sets.
 inline constexpr double kToleranceRowScale = 0.1;
+// The row_unit default_tolerance sets.
+inline constexpr double kToleranceRowUnit = 1.0;
 // The logit_eps default_tolerance sets: 4 units in the last place of
 // float32 (2^-24 each) of the logit's size.
 inline constexpr double kToleranceLogitEps = 0x1p-22;
 
+// How a tolerance's atol follows each row, for messages: " (scaled down in
+// rows of RMS < 0.1, up in rows of RMS > 1)", or "" without row scaling.
+std::string row_scaling_text(const Tolerance& t);
+
 // Per-dtype defaults, documented in docs/tolerances.md: the loosest of the
 // query, KV and output precisions decides; row_scale kToleranceRowScale,
-// row_floor as above for the output (= query) dtype, logit_eps
-// kToleranceLogitEps.
+// row_unit kToleranceRowUnit, row_floor as above for the output (= query)
+// dtype, logit_eps kToleranceLogitEps.
 Tolerance default_tolerance(DType query_dtype, DType kv_dtype);
 // The same for the LSE (log domain: an absolute floor of 1e-4 at least; no
 // row scaling).

@@ -49,6 +49,12 @@ struct PlanRequest {
   std::int64_t value_head_dim = 0;
   std::int64_t num_seqs = 0;
   int multiprocessors = 132;  // of the device the plan is for
+  // The direct grid of the kernel that will run, where it is not the GQA
+  // kernels' (0: num_seqs x kv_heads CTAs, several a multiprocessor, so
+  // direct from two waves). The latent (MLA) kernel on Hopper: one CTA a
+  // multiprocessor with 64 query heads each, so direct from one wave.
+  std::int64_t direct_ctas = 0;
+  bool one_cta_per_multiprocessor = false;
 };
 
 // Measured crossovers written by `pagecheck tune`, read by --tuning FILE.
