@@ -166,8 +166,8 @@ mutant("16-sm90-e5m2-as-e4m3",
        "e5m2 decoded with the e4m3 rule: the warp-specialised kernel's FP8 producer widens every FP8 cache as E4M3 "
        "(FP8 caches take that kernel since session 12; before, attn_sm90.cu's producer)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
-        "    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);",
-        "    fp8x16_widen<KvKind::E4M3, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);"))
+        "    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + jj * 512), lo, hi);",
+        "    fp8x16_widen<KvKind::E4M3, kToF16>(ld_shared16(slot + slot_lane + jj * 512), lo, hi);"))
 mutant("17-sm90-32bit-offsets",
        "32-bit offsets: the wgmma producer forms page * block stride in 32 bits (wraps past 2^31 elements)",
        ("kernels/src/prefill/attn_sm90.cu",

@@ -93,6 +93,18 @@
 // (H100, session 13: every 3rd block 307.7, every 4th 310.3 against 325.8
 // TFLOP/s at 8 x 2048: the softmax is issue-bound, not MUFU-bound); kept
 // as a developer knob for A/B builds (docs/performance.md).
+// FP8 caches: a tile's raw bytes are staged in this many units (1, 2 or 4;
+// a unit is 8 / N of the 8 row steps a lane takes, 16 / N KB a CTA), into
+// 2N staging slots of one unit each, and a unit is widened when the 2N - 1
+// after it are in flight. 1: one tile in flight while the one before is
+// widened, the scheme measured in sessions 12-15. Nsight Compute (session
+// 15) found the producer waiting one L2/DRAM latency a tile (the consumers
+// on v_full): units give the same 32 KB of slots a longer lead (2N - 1 of
+// 2N in flight). A/B builds of the dev driver (scripts/build_prefill_dev.sh
+// NAME -DPAGECHECK_WS_FP8_UNITS=N).
+#ifndef PAGECHECK_WS_FP8_UNITS
+#define PAGECHECK_WS_FP8_UNITS 1
+#endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
@@ -182,10 +194,15 @@ struct WsTraits {
   // bound by its copies, and the store cost it 1%.
   static constexpr bool kSumStore = kTma;
   static constexpr int kScratchBytes = kSumStore ? 256 * 4 : 0;
-  // FP8 caches: two staging slots of one raw tile each (128 keys x 128
-  // bytes), filled by cp.async a tile ahead of the widening (see
-  // stage_tile_rows_fp8).
+  // FP8 caches: two raw tiles (128 keys x 128 bytes) of staging, in
+  // 2 kFp8Units slots of one unit each, filled by cp.async kFp8Lag units
+  // ahead of the widening (see stage_unit_fp8).
   static constexpr int kStagingBytes = kFp8 ? 2 * kBlockN * DK : 0;
+  static constexpr int kFp8Units = PAGECHECK_WS_FP8_UNITS;
+  static constexpr int kFp8Slots = 2 * kFp8Units;
+  static constexpr int kFp8Lag = kFp8Slots - 1;
+  static constexpr int kFp8UnitBytes = kStagingBytes / kFp8Slots;
+  static_assert(kFp8Units == 1 || kFp8Units == 2 || kFp8Units == 4, "a tile's 8 row steps in 1, 2 or 4 units");
   static constexpr int kSmemBytes =
       1024 + kQBuffers * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
@@ -514,46 +531,46 @@ __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint3
 // i / 8, so the shuffle's source is the immediate j within each group of 8),
 // each one 16-byte chunk f = lane % 8 (16 elements).
 //
-// stage_tile_rows_fp8 copies a tile's raw bytes by cp.async into a staging
-// slot (row-major, 128 bytes a key; rows outside [key_lo, key_hi) zeros)
-// and commits them as one group; widen_staged_fp8 waits for the group of the
-// tile before (`kAfter` groups may stay in flight: 1 while the next tile's
-// copies are out, 0 at the end), reads back the chunks this lane copied
-// (no other lane's: no barrier), widens each to BF16 chunks 2 f and 2 f + 1,
-// stores them swizzled (`dst_lane[p][c]`: row 32 pw + 4 p + lane / 8, chunk
-// 2 (lane % 8) + c; row + 8 i adds 1024 i) and arrives on `full`. The
-// producer stages tile n + 1 before it widens tile n, so a tile's copies
-// are in flight while the tile before is widened: 16 KB a CTA in flight
-// instead of the 8 KB four register loads a lane held (session 11: the
-// register form ran FP8 prefill at 305 TFLOP/s against BF16's 510).
-__device__ __forceinline__ void stage_tile_rows_fp8(std::uint32_t slot, std::uint64_t chunk_base, std::uint32_t my_row,
-                                                    std::uint32_t valid, std::uint32_t slot_lane) {
+// stage_unit_fp8 copies the row steps [j0, j0 + kSteps) of a tile's raw
+// bytes by cp.async into a staging slot (row-major, 128 bytes a key; rows
+// outside [key_lo, key_hi) zeros) and commits them as one group;
+// widen_unit_fp8 reads back the chunks this lane copied (no other lane's: no
+// barrier; the caller waited for the unit's group with the later units
+// still in flight), widens each to BF16 chunks 2 f and 2 f + 1 and stores
+// them swizzled (`dst_lane[p][c]`: row 32 pw + 4 p + lane / 8, chunk
+// 2 (lane % 8) + c; row + 8 i adds 1024 i). The producer stages unit n + lag
+// before it widens unit n, so those units' copies are in flight while it
+// widens (session 11: the register form, four 16-byte loads a lane, ran FP8
+// prefill at 305 TFLOP/s against BF16's 510; staging a whole tile ahead
+// gave 367).
+template <int kSteps>
+__device__ __forceinline__ void stage_unit_fp8(std::uint32_t slot, std::uint64_t chunk_base, std::uint32_t my_row,
+                                               std::uint32_t valid, std::uint32_t slot_lane, int j0) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int jj = 0; jj < kSteps; ++jj) {
+    const int j = j0 + jj;
     const std::uint32_t r = __shfl_sync(0xffffffffu, my_row, j, 8);
     std::uint64_t src;
     asm("mad.wide.u32 %0, %1, 16, %2;\n" : "=l"(src) : "r"(r), "l"(chunk_base));
     const int src_bytes = (valid >> j) & 1u ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(slot + slot_lane + j * 512), "l"(src),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(slot + slot_lane + jj * 512), "l"(src),
                  "r"(src_bytes)
                  : "memory");
   }
   cp_async_commit();
 }
 
-template <KvKind KV, bool kToF16, int kAfter>
-__device__ __forceinline__ void widen_staged_fp8(std::uint32_t tile, std::uint32_t full, std::uint32_t slot,
-                                                 std::uint32_t slot_lane, const std::uint32_t (&dst_lane)[2][2]) {
-  cp_async_wait<kAfter>();
+template <KvKind KV, bool kToF16, int kSteps>
+__device__ __forceinline__ void widen_unit_fp8(std::uint32_t tile, std::uint32_t slot, std::uint32_t slot_lane,
+                                               const std::uint32_t (&dst_lane)[2][2], int j0) {
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
+  for (int jj = 0; jj < kSteps; ++jj) {
+    const int j = j0 + jj;
     uint4 lo, hi;
-    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + j * 512), lo, hi);
+    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + jj * 512), lo, hi);
     st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
     st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
   }
-  fence_proxy_async();  // the consumers' tensor-core reads (they fence too)
-  mbar_arrive(full);
 }
 
 template <class T>
@@ -618,7 +635,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const int my_key =
         kRowsW * pw + ((32 / kLanesPerRow) * (lane % kLanesPerRow) + lane / kLanesPerRow) % kRowsW;
     std::uint32_t dst_lane[kLanesPerRow / 4];  // produce_tile_rows
-    std::uint32_t dst_lane_fp8[2][2];  // widen_staged_fp8
+    std::uint32_t dst_lane_fp8[2][2];  // widen_unit_fp8
     if constexpr (T::kFp8) {
 #pragma unroll
       for (int q = 0; q < 2; ++q)
@@ -635,34 +652,47 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const std::uint64_t value_chunk =
         reinterpret_cast<std::uint64_t>(view.kv.value_data) + (lane % kLanesPerRow) * 16;
     std::int64_t count = 0, item = 0;
-    // FP8: the tile staged last (its K or V stage `c`, its staging slot
-    // `staged` % 2), widened once the next tile is staged, across work tiles.
-    struct Staged {
-      bool value = false;
-      std::int64_t c = 0, staged = 0;
+    // FP8: units staged (`staged`) and widened (`widened`), in order, over
+    // all work of this CTA; the tiles with units not yet widened, oldest
+    // first, as (c << 1) | value in pend[0 .. npend) (at most three: the lag
+    // is under two tiles). A unit's slot is its number % kFp8Slots.
+    constexpr int kSteps = 8 / T::kFp8Units;
+    std::int64_t staged = 0, widened = 0;
+    std::uint64_t pend[3] = {0, 0, 0};
+    int npend = 0;
+    // This lane's first chunk in a staging slot: row (32 / units) pw + lane / 8, chunk lane % 8.
+    const std::uint32_t slot_lane =
+        static_cast<std::uint32_t>(((32 / T::kFp8Units) * pw + lane / 8) * 128 + (lane % 8) * 16);
+    const auto slot_of = [&](std::int64_t unit) {
+      return staging + static_cast<std::uint32_t>(unit % T::kFp8Slots) * T::kFp8UnitBytes;
     };
-    Staged pending;
-    bool has_pending = false;
-    std::int64_t staged = 0;
-    // This lane's first chunk in a staging slot: row 32 pw + lane / 8, chunk lane % 8.
-    const std::uint32_t slot_lane = static_cast<std::uint32_t>((32 * pw + lane / 8) * 128 + (lane % 8) * 16);
-    const auto widen_pending = [&](bool last) {
-      const int s = static_cast<int>(pending.c % T::kStages);
-      if (pending.c >= T::kStages)
-        mbar_wait(pending.value ? v_empty(s) : k_empty(s), static_cast<int>((pending.c / T::kStages) & 1) ^ 1);
-      const std::uint32_t tile = (pending.value ? v_smem : k_smem) + s * T::kTileBytes;
-      const std::uint32_t full = pending.value ? v_full(s) : k_full(s);
-      const std::uint32_t slot = staging + static_cast<std::uint32_t>(pending.staged & 1) * (T::kStagingBytes / 2);
-      // V to the P V operand type, K to the Q K^T one; the last tile waits
-      // for all of its copies, the others leave the next tile's in flight.
-      if (pending.value && last)
-        widen_staged_fp8<T::KV, T::kF16V, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
-      else if (pending.value)
-        widen_staged_fp8<T::KV, T::kF16V, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
-      else if (last)
-        widen_staged_fp8<T::KV, T::kF16K, 0>(tile, full, slot, slot_lane, dst_lane_fp8);
+    // Widens the oldest unit not yet widened, once its group is in (kAfter
+    // later groups may stay in flight): the first unit of a tile waits for
+    // its K or V stage to be free, the last arrives on the stage's full
+    // barrier. V to the P V operand type, K to the Q K^T one.
+    const auto widen_next = [&](auto after_c) {
+      constexpr int kAfter = decltype(after_c)::value;
+      const bool value = pend[0] & 1u;
+      const std::int64_t c = static_cast<std::int64_t>(pend[0] >> 1);
+      const int unit = static_cast<int>(widened % T::kFp8Units);
+      const int s = static_cast<int>(c % T::kStages);
+      if (unit == 0 && c >= T::kStages)
+        mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
+      const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
+      const std::uint32_t slot = slot_of(widened);
+      cp_async_wait<kAfter>();
+      if (value)
+        widen_unit_fp8<T::KV, T::kF16V, kSteps>(tile, slot, slot_lane, dst_lane_fp8, unit * kSteps);
       else
-        widen_staged_fp8<T::KV, T::kF16K, 1>(tile, full, slot, slot_lane, dst_lane_fp8);
+        widen_unit_fp8<T::KV, T::kF16K, kSteps>(tile, slot, slot_lane, dst_lane_fp8, unit * kSteps);
+      ++widened;
+      if (unit == T::kFp8Units - 1) {
+        fence_proxy_async();  // the consumers' tensor-core reads (they fence too)
+        mbar_arrive(value ? v_full(s) : k_full(s));
+        pend[0] = pend[1];
+        pend[1] = pend[2];
+        --npend;
+      }
     };
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
@@ -732,16 +762,25 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       };
       const auto load = [&](bool value, int kt, std::int32_t page, const Rows& rows, std::int64_t c) {
         if constexpr (T::kFp8) {
-          // Stage this tile's raw bytes, then widen the one staged before
-          // (its slot is the other one; this tile's copies stay in flight).
-          const std::uint32_t slot = staging + static_cast<std::uint32_t>(staged & 1) * (T::kStagingBytes / 2);
-          if (value)
-            stage_tile_rows_fp8(slot, value_chunk, rows.value, rows.valid, slot_lane);
+          // Stage this tile's raw bytes unit by unit; after each, widen the
+          // unit kFp8Lag before it (its slot is the one the next unit takes).
+          const std::uint64_t desc = (static_cast<std::uint64_t>(c) << 1) | (value ? 1u : 0u);
+          if (npend == 0)
+            pend[0] = desc;
+          else if (npend == 1)
+            pend[1] = desc;
           else
-            stage_tile_rows_fp8(slot, key_chunk, rows.key, rows.valid, slot_lane);
-          if (has_pending) widen_pending(false);
-          pending = Staged{value, c, staged++};
-          has_pending = true;
+            pend[2] = desc;
+          ++npend;
+#pragma unroll
+          for (int u = 0; u < T::kFp8Units; ++u) {
+            if (value)
+              stage_unit_fp8<kSteps>(slot_of(staged), value_chunk, rows.value, rows.valid, slot_lane, u * kSteps);
+            else
+              stage_unit_fp8<kSteps>(slot_of(staged), key_chunk, rows.key, rows.valid, slot_lane, u * kSteps);
+            ++staged;
+            if (staged > T::kFp8Lag) widen_next(std::integral_constant<int, T::kFp8Lag>{});
+          }
           return;
         }
         const int s = static_cast<int>(c % T::kStages);
@@ -780,7 +819,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       count += k.num_tiles;
     }
     if constexpr (T::kFp8)
-      if (has_pending) widen_pending(true);
+      while (widened < staged) widen_next(std::integral_constant<int, 0>{});
     return;
   }
 
