@@ -17,7 +17,8 @@
 # by PyTorch, replayed), and the A/B candidates' dev-driver checks under
 # the sanitizers. Logs and summary.txt in $OUT, packed into
 # $PACK/s15.tgz (s15_partial.tgz at WATCHDOG seconds).
-# Knobs: AB (the dev drivers timed), AB_CHECK (those checked), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
+# Knobs: AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
+# AB_CHECK (those checked), SOAK=0 (no soak), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
 # SOAK_MINUTES (default 5), WATCHDOG (default 570).
 set -u
 cd "$(dirname "$0")/.."
@@ -43,9 +44,9 @@ mkdir -p build-sm90dev "$OUT/ab"
 for n in ${AB:-u1 u2 u4}; do
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
-for round in 1 2; do
+for round in $(seq 1 "${AB_ROUNDS:-2}"); do
   for n in ${AB:-u1 u2 u4}; do
-    timeout 100 "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/ab/fp8_${n}_$round.log" 2>&1
+    timeout "${AB_LIMIT:-60}" "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/ab/fp8_${n}_$round.log" 2>&1
     echo "fp8 $n r$round: $(grep -E 'TFLOP' "$OUT/ab/fp8_${n}_$round.log" | awk '{printf "%s ", $0}' | tr -s ' ' | cut -c1-400)" |
       tee -a "$OUT/summary.txt"
   done
@@ -60,9 +61,11 @@ pids=()
 OUT=$OUT/mutants ONLY="${ONLY:-28 29 30 32 34 35 36}" PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
   BUDGET=${BUDGET:-380} JOBS=8 bash scripts/mutants/run.sh >"$OUT/mutants.log" 2>&1 &
 pids+=($!)
-(PAGECHECK_DEVICE_MEMORY_LIMIT=20G BIN=$BIN OUT=$OUT/soak STEPS=builtin SOAK_MINUTES=${SOAK_MINUTES:-5} \
-  scripts/device_soak_check.sh run >"$OUT/soak.log" 2>&1) &
-pids+=($!)
+if [ "${SOAK:-1}" = 1 ]; then
+  (PAGECHECK_DEVICE_MEMORY_LIMIT=20G BIN=$BIN OUT=$OUT/soak STEPS=builtin SOAK_MINUTES=${SOAK_MINUTES:-5} \
+    scripts/device_soak_check.sh run >"$OUT/soak.log" 2>&1) &
+  pids+=($!)
+fi
 LIMIT=300 s presets pagecheck run --preset deepseek-v3 --preset phi3-mini --preset gpt-oss-20b --preset mqa \
   --no-timing --require-gpu --json "$OUT/presets.json" &
 pids+=($!)
