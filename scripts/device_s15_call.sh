@@ -18,7 +18,7 @@
 # the sanitizers. Logs and summary.txt in $OUT, packed into
 # $PACK/s15.tgz (s15_partial.tgz at WATCHDOG seconds).
 # Knobs: AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
-# AB_CHECK (those checked), SOAK=0 (no soak), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
+# AB_CHECK (those checked), SOAK=0 (no soak), MUTANTS=0 (no run.sh), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
 # SOAK_MINUTES (default 5), WATCHDOG (default 570).
 set -u
 cd "$(dirname "$0")/.."
@@ -58,9 +58,11 @@ echo "mla 64 x 4096 x 128 heads rc=$? :: $(grep -E '^ +(direct|split|auto) ' "$O
   tee -a "$OUT/summary.txt"
 
 pids=()
-OUT=$OUT/mutants ONLY="${ONLY:-28 29 30 32 34 35 36}" PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
-  BUDGET=${BUDGET:-380} JOBS=8 bash scripts/mutants/run.sh >"$OUT/mutants.log" 2>&1 &
-pids+=($!)
+if [ "${MUTANTS:-1}" = 1 ]; then
+  OUT=$OUT/mutants ONLY="${ONLY:-28 29 30 32 34 35 36}" PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
+    BUDGET=${BUDGET:-380} JOBS=8 bash scripts/mutants/run.sh >"$OUT/mutants.log" 2>&1 &
+  pids+=($!)
+fi
 if [ "${SOAK:-1}" = 1 ]; then
   (PAGECHECK_DEVICE_MEMORY_LIMIT=20G BIN=$BIN OUT=$OUT/soak STEPS=builtin SOAK_MINUTES=${SOAK_MINUTES:-5} \
     scripts/device_soak_check.sh run >"$OUT/soak.log" 2>&1) &
