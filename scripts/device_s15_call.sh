@@ -77,12 +77,12 @@ pids+=($!)
 LIMIT=300 s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
   "$BIN/pagecheck" &
 pids+=($!)
-for n in ${AB_CHECK-u2 u4}; do  # the dev driver's checks and sanitizers of each candidate
+for n in ${AB_CHECK-u1 u4}; do  # the dev driver's checks and sanitizers of each candidate
   (SAN=1 QUICK=0 OUT=$OUT/ab_$n scripts/prefill_ab_run.sh "$n" >"$OUT/ab_check_$n.log" 2>&1) &
   pids+=($!)
 done
 wait "${pids[@]}"
-for n in ${AB_CHECK-u2 u4}; do echo "ab check $n: $(tr '\n' ' ' <"$OUT/ab_check_$n.log" | cut -c1-400)" | tee -a "$OUT/summary.txt"; done
+for n in ${AB_CHECK-u1 u4}; do echo "ab check $n: $(tr '\n' ' ' <"$OUT/ab_check_$n.log" | cut -c1-400)" | tee -a "$OUT/summary.txt"; done
 grep -E "^(PASS|FAIL|INFO)" "$OUT/soak/steps.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
 [ -f "$OUT/mutants/table.txt" ] && tee -a "$OUT/summary.txt" <"$OUT/mutants/table.txt"
 kill "$watchdog" 2>/dev/null
