@@ -553,7 +553,7 @@ TEST_CASE("default tolerances pass a BF16 kernel's rounding and fail a wrong pag
 // passes a kernel that rounds P as those kernels do, and a wrong page still
 // fails.
 TEST_CASE("default tolerances pass a tensor-core kernel's rounding of P on the suite's latent cases") {
-  int checked = 0;
+  int checked = 0, wrong_pages = 0;
   for (const SuiteCase& sc : default_suite_cases()) {
     const SyntheticSpec& spec = sc.spec;
     if (!spec.latent || spec.query_mode != QueryMode::Decode || spec.query_dtype != spec.kv_dtype) continue;
@@ -594,8 +594,10 @@ TEST_CASE("default tolerances pass a tensor-core kernel's rounding of P on the s
       auto got = reference_attention(wrong_page);
       REQUIRE(got.ok());
       CHECK(compare(c, written(got->output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
+      ++wrong_pages;
     }
     ++checked;
   }
   CHECK(checked >= 4);
+  CHECK(wrong_pages == checked);  // the failing direction ran on every case, not only the passing one
 }
