@@ -18,7 +18,8 @@
 # the sanitizers. Logs and summary.txt in $OUT, packed into
 # $PACK/s15.tgz (s15_partial.tgz at WATCHDOG seconds).
 # Knobs: AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
-# AB_CHECK (those checked), SOAK=0 (no soak), MUTANTS=0 (no run.sh), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
+# AB_CHECK (those checked), DIMS / DIMS_CHECK (dev drivers timed in `dims`
+# mode after the FP8 A/B / checked beside the others; none by default), SOAK=0 (no soak), MUTANTS=0 (no run.sh), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
 # SOAK_MINUTES (default 5), WATCHDOG (default 570).
 set -u
 cd "$(dirname "$0")/.."
@@ -41,13 +42,23 @@ watchdog=$!
 # two rounds A B C A B C, alone on the GPU. build-ab carries the gzipped
 # drivers (scripts/build_prefill_dev.sh uN -DPAGECHECK_WS_FP8_UNITS=N).
 mkdir -p build-sm90dev "$OUT/ab"
-for n in ${AB-u1 u2 u4}; do
+for n in $(printf '%s\n' ${AB-u1 u2 u4} ${DIMS-} | sort -u); do
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
   for n in ${AB-u1 u2 u4}; do
     timeout "${AB_LIMIT:-60}" "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/ab/fp8_${n}_$round.log" 2>&1
     echo "fp8 $n r$round: $(grep -E 'TFLOP' "$OUT/ab/fp8_${n}_$round.log" | awk '{printf "%s ", $0}' | tr -s ' ' | cut -c1-400)" |
+      tee -a "$OUT/summary.txt"
+  done
+done
+
+# Head dim 64 (DIMS: `prefill_dev dims` of each, d128 beside; e.g. u1, the
+# two-warpgroup baseline, and d64w3, three consumer warpgroups), two rounds.
+for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+  for n in ${DIMS-}; do
+    timeout "${AB_LIMIT:-60}" "build-sm90dev/prefill_dev_$n" dims >"$OUT/ab/dims_${n}_$round.log" 2>&1
+    echo "dims $n r$round rc=$?: $(grep -E 'TFLOP' "$OUT/ab/dims_${n}_$round.log" | awk '{printf "%s ", $0}' | tr -s ' ' | cut -c1-500)" |
       tee -a "$OUT/summary.txt"
   done
 done
@@ -77,12 +88,12 @@ pids+=($!)
 LIMIT=300 s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
   "$BIN/pagecheck" &
 pids+=($!)
-for n in ${AB_CHECK-u1 u4}; do  # the dev driver's checks and sanitizers of each candidate
+for n in ${AB_CHECK-u1 u4} ${DIMS_CHECK-}; do  # the dev driver's checks and sanitizers of each candidate
   (SAN=1 QUICK=0 OUT=$OUT/ab_$n scripts/prefill_ab_run.sh "$n" >"$OUT/ab_check_$n.log" 2>&1) &
   pids+=($!)
 done
 wait "${pids[@]}"
-for n in ${AB_CHECK-u1 u4}; do echo "ab check $n: $(tr '\n' ' ' <"$OUT/ab_check_$n.log" | cut -c1-400)" | tee -a "$OUT/summary.txt"; done
+for n in ${AB_CHECK-u1 u4} ${DIMS_CHECK-}; do echo "ab check $n: $(tr '\n' ' ' <"$OUT/ab_check_$n.log" | cut -c1-400)" | tee -a "$OUT/summary.txt"; done
 grep -E "^(PASS|FAIL|INFO)" "$OUT/soak/steps.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
 [ -f "$OUT/mutants/table.txt" ] && tee -a "$OUT/summary.txt" <"$OUT/mutants/table.txt"
 kill "$watchdog" 2>/dev/null

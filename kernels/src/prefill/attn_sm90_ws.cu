@@ -16,12 +16,13 @@
 // pairs as in prefill_common.cuh), taken blockIdx.x, + gridDim.x, ...,
 // heaviest first inside sections of pairs whose K/V fit in half of L2
 // (decode_work). Producer and consumers decode the same sequence.
-// - Producer warpgroup (warps 8-11; setmaxnreg 24 for tensor copies, 56 for
-//   rows). Per work tile, warp 8 copies Q by tensor copy into Q buffer
+// - Producer warpgroup (warps 8-11, or 12-15 with three consumer
+//   warpgroups; setmaxnreg 24 for tensor copies, 56 for rows). Per work
+//   tile, its first warp copies Q by tensor copy into Q buffer
 //   item % 2 (when the query is already in the operand type), once the
 //   consumers released the work tile two before. K/V go in the order the
 //   consumers take them: K_0, then K_j with V_{j-1}, then V_{n-1}.
-//   Tensor copies: warp 8 alone; lane b reads the page of box b a tile
+//   Tensor copies: that warp alone; lane b reads the page of box b a tile
 //   ahead, lane pairs issue the tile's boxes (64 dims x min(block, 128)
 //   slots, 128-byte swizzle: the layout the wgmma descriptors read) on the
 //   stage's full mbarrier with its byte count. A box not inside [key_lo,
@@ -31,16 +32,19 @@
 //   computes its row's address; each warp copies its 32 rows with 16-byte
 //   cp.async, 16 lanes to a row, the address passed by shuffle, arriving
 //   with cp.async.mbarrier.arrive.
-// - Two consumer warpgroups of 64 query rows (setmaxnreg 240 / 224), each:
+// - Two consumer warpgroups of 64 query rows (setmaxnreg 240 / 224; at
+//   head dim 64 three where PAGECHECK_WS_D64_WGS=3, 192-row work tiles,
+//   setmaxnreg 160 / 152), each:
 //   S_j = Q K_j^T (wgmma SS) is issued before P_{j-1} V_{j-1} (wgmma RS),
 //   both in flight together; the softmax of S_j runs while P_{j-1} V_{j-1}
 //   is still on the tensor cores (FlashAttention-3's intra-warpgroup
 //   overlap); O is rescaled once that GEMM is done.
 // - Ping-pong: each warpgroup issues its GEMMs of an iteration only on its
-//   turn (named barrier kTurnBar + wg, 256 threads: the other warpgroup
-//   arrives on it once it has issued its own), so one warpgroup's softmax
-//   runs under the other's GEMMs. Warpgroup 1 arrives once at the start and
-//   warpgroup 0 syncs once at the end, so every barrier balances.
+//   turn (named barrier kTurnBar + wg, 256 threads: the warpgroup before it
+//   in the round 0, 1(, 2) arrives on it once it has issued its own), so
+//   one warpgroup's softmax runs under the others' GEMMs. The last
+//   warpgroup arrives once at the start and warpgroup 0 syncs once at the
+//   end, so every barrier balances.
 // - Output: 16-bit outputs go through the work tile's Q buffer (each warp's
 //   16 rows, swizzled as Q has them). Where the output has the query's shape
 //   and the warp's rows are whole tokens' groups of heads (o_tma), lane 0
@@ -116,6 +120,16 @@
 #ifndef PAGECHECK_WS_D64_STAGES
 #define PAGECHECK_WS_D64_STAGES 2
 #endif
+// Head dim 64's consumer warpgroups: 2 (128-row work tiles) or 3 (192-row
+// work tiles, FlashAttention-3's shape at this head dim; 512 threads, the
+// consumers at 152-160 registers). Nsight Compute (session 15) found head
+// dim 64's consumers issuing in 40% of their schedulers' slots with the
+// rest in dependent latency: a third warpgroup is a third warp a scheduler
+// to fill them. A/B builds of the dev driver
+// (scripts/build_prefill_dev.sh NAME -DPAGECHECK_WS_D64_WGS=3).
+#ifndef PAGECHECK_WS_D64_WGS
+#define PAGECHECK_WS_D64_WGS 2
+#endif
 
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
@@ -154,8 +168,11 @@ struct WsTraits {
   static constexpr bool kF16K = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 == 1);
   static constexpr bool kF16V = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 >= 1);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
-  static constexpr int kThreads = 384;             // producer warpgroup + two consumer warpgroups
-  static constexpr int kBlockM = 128;              // query rows per work tile, 64 per consumer warpgroup
+  // Consumer warpgroups: two (three at head dim 64 where PAGECHECK_WS_D64_WGS says).
+  static constexpr int kWGs = DK == 64 ? PAGECHECK_WS_D64_WGS : 2;
+  static constexpr int kConsumerWarps = 4 * kWGs;       // arrivals on the empty barriers
+  static constexpr int kThreads = 128 * (kWGs + 1);     // consumer warpgroups + the producer warpgroup
+  static constexpr int kBlockM = 64 * kWGs;             // query rows per work tile, 64 per consumer warpgroup
   // Keys per tile: 128; 64 at head dim 256, where a consumer's O is 128
   // floats a thread and S of 128 keys would not fit beside it.
   static constexpr int kBlockN = DK == 256 ? 64 : 128;
@@ -177,8 +194,16 @@ struct WsTraits {
   static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
   // producer keeps a key's page and row address.
-  static constexpr int kProducerRegs = kTma ? 24 : 56;
-  static constexpr int kConsumerRegs = kTma ? 240 : 224;
+  // The registers a thread is launched with (65536 a multiprocessor, in
+  // steps of 8: 168 at 384 threads, 128 at 512); the consumers take what
+  // the producer gives up, at most 240 (two consumer warpgroups: 240 / 224,
+  // three: 160 / 152).
+  static constexpr int kLaunchRegs = (65536 / kThreads) & ~7;
+  // (Three consumer warpgroups: the row producer at 32, so that the
+  // consumers get 160; at 56 they got 152 and ptxas serialised their wgmma.)
+  static constexpr int kProducerRegs = kTma ? 24 : (kWGs == 3 ? 32 : 56);
+  static constexpr int kConsumerRegsFit = ((kLaunchRegs * kThreads - kProducerRegs * 128) / (128 * kWGs)) & ~7;
+  static constexpr int kConsumerRegs = kConsumerRegsFit < 240 ? kConsumerRegsFit : 240;
   // Full barriers: one arrival (lane 0, with the transaction bytes), or one
   // per producer lane as its row copies land.
   static constexpr int kFullArrivals = kTma ? 1 : 128;
@@ -193,7 +218,7 @@ struct WsTraits {
   // past the wait. Tensor-copy kernels only: the row producer's kernel is
   // bound by its copies, and the store cost it 1%.
   static constexpr bool kSumStore = kTma;
-  static constexpr int kScratchBytes = kSumStore ? 256 * 4 : 0;
+  static constexpr int kScratchBytes = kSumStore ? 128 * kWGs * 4 : 0;
   // FP8 caches: two raw tiles (128 keys x 128 bytes) of staging, in
   // 2 kFp8Units slots of one unit each, filled by cp.async kFp8Lag units
   // ahead of the widening (see stage_unit_fp8).
@@ -206,8 +231,9 @@ struct WsTraits {
   static constexpr int kSmemBytes =
       1024 + kQBuffers * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
-  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384,
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kWGs <= kLaunchRegs * kThreads,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
+  static_assert(kWGs == 2 || (kWGs == 3 && DK == 64), "two consumer warpgroups, or three at head dim 64");
   static_assert(kTma || kBlockN == 128 || (kBlockN == 64 && kLanesPerRow == 32),
                 "the row producer's warps take 32 keys of a tile (16 at head dim 256)");
   static_assert(!kFp8 || !kTma, "FP8 caches take the row producer (it widens them)");
@@ -232,7 +258,7 @@ constexpr int kTraceSlots = 16;
 __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
 #define WS_TRACE_AT(slot, value)                                                            \
   do {                                                                                      \
-    if (wg_thread == 0 && item < 64 && blockIdx.x < 160)                                    \
+    if (wg_thread == 0 && wg < 2 && item < 64 && blockIdx.x < 160)                          \
       g_ws_trace[((blockIdx.x * 2 + wg) * 64 + item) * kTraceSlots + (slot)] = (value);     \
   } while (0)
 #define WS_TRACE(slot) WS_TRACE_AT(slot, clock64())
@@ -266,7 +292,7 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
 #define WS_LOOP_MARK(t) const long long t = clock64()
 #define WS_LOOP_ADD(i, from, to)                                                                              \
   do {                                                                                                        \
-    if (blockIdx.x < 2 && wg_thread == 0 && timeline_n < kTimelineTiles) {                                   \
+    if (blockIdx.x < 2 && wg < 2 && wg_thread == 0 && timeline_n < kTimelineTiles) {                         \
       unsigned long long* e = &g_ws_timeline[((blockIdx.x * 2 + wg) * kTimelineTiles + timeline_n) * 6];     \
       e[i] = (from);                                                                                          \
       if ((i) == 4) e[5] = (to);                                                                              \
@@ -282,10 +308,10 @@ __device__ unsigned long long g_ws_timeline[2 * 2 * kTimelineTiles * 6];
   } while (0)
 #endif
 
-// Named barriers: 0 is __syncthreads; 1, 2: a consumer warpgroup's own Q
-// load; 3, 4: warpgroup 0's and 1's turn to issue GEMMs.
+// Named barriers: 0 is __syncthreads; 1-3: consumer warpgroup wg's own Q
+// load (kQBar + wg); 4-6: warpgroup wg's turn to issue GEMMs (kTurnBar + wg).
 constexpr int kQBar = 1;
-constexpr int kTurnBar = 3;
+constexpr int kTurnBar = 4;
 
 struct WsParams {
   CUtensorMap key_map;    // (dim, slot|head, head|slot, block) over the key cache (or the contiguous K)
@@ -601,33 +627,34 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     for (int s = 0; s < T::kStages; ++s) {
       mbar_init(k_full(s), T::kFullArrivals);
       mbar_init(v_full(s), T::kFullArrivals);
-      mbar_init(k_empty(s), 8);  // one arrival per consumer warp
-      mbar_init(v_empty(s), 8);
+      mbar_init(k_empty(s), T::kConsumerWarps);  // one arrival per consumer warp
+      mbar_init(v_empty(s), T::kConsumerWarps);
     }
     for (int b = 0; b < 2; ++b) {
       mbar_init(q_full(b), 1);
-      mbar_init(q_empty(b), 8);
+      mbar_init(q_empty(b), T::kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (warp >= 8) {
+  constexpr int kProducerWarp = T::kConsumerWarps;  // the producer warpgroup's first warp (8, or 12)
+  if (warp >= kProducerWarp) {
     // ---- producer ------------------------------------------------------------------
     // Tiles in the order the consumers take them: K_0, then K_j with
     // V_{j-1}, then V_{n-1}; `count` numbers tiles over all work of this
     // CTA (stage count % kStages, phase (count / kStages) & 1).
     setmaxnreg_dec<T::kProducerRegs>();
-    if (T::kTma && warp != 8) return;
-    if (warp == 8) {
+    if (T::kTma && warp != kProducerWarp) return;
+    if (warp == kProducerWarp) {
       if (T::kTma) {
         prefetch_tensor_map(&p.key_map);
         prefetch_tensor_map(&p.value_map);
       }
       if (p.q_tma) prefetch_tensor_map(&p.query_map);
     }
-    const int pw = warp - 8;          // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
+    const int pw = warp - kProducerWarp;  // row producer: warp pw owns keys 32 pw .. 32 pw + 31 of a tile
     // produce_tile_rows and stage_tile_rows_fp8 say why lanes own keys in this order: L lanes
     // copy a row, 32 / L rows a step.
     constexpr int kLanesPerRow = T::kLanesPerRow;
@@ -697,7 +724,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
       Work k;
       if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
-      if (p.q_tma && warp == 8) {
+      if (p.q_tma && warp == kProducerWarp) {
         // Q of this work tile into buffer item % kQBuffers, once the
         // consumers are done with the work tile kQBuffers before.
         const int b = static_cast<int>(item % T::kQBuffers);
@@ -825,7 +852,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 
   // ---- consumer warpgroups ----------------------------------------------------------
   setmaxnreg_inc<T::kConsumerRegs>();
-  const int wg = threadIdx.x / 128;  // 0 or 1: query rows 64 wg .. 64 wg + 63 of a work tile
+  const int wg = threadIdx.x / 128;  // 0 .. kWGs - 1: query rows 64 wg .. 64 wg + 63 of a work tile
   const int wg_thread = threadIdx.x % 128;
   const int warp_in_wg = warp % 4;
   const int g = lane / 4, t = lane % 4;
@@ -836,7 +863,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const std::uint32_t q_lo_wg = q_lo_smem + wg * 64 * 128;
 
   const auto turn_sync = [&] { named_sync(kTurnBar + wg, 256); };
-  const auto turn_pass = [&] { named_arrive(kTurnBar + (wg ^ 1), 256); };
+  const auto turn_pass = [&] { named_arrive(kTurnBar + (wg + 1 == T::kWGs ? 0 : wg + 1), 256); };
   const auto release = [&](std::uint32_t bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
@@ -847,8 +874,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     if constexpr (!T::kTma) fence_proxy_async();
   };
 
-  // Warpgroup 0 issues first; it consumes warpgroup 1's last pass at the end.
-  if (wg == 1) turn_pass();
+  // Warpgroup 0 issues first; it consumes the last warpgroup's last pass at
+  // the end. The turn goes round 0, 1, .. kWGs - 1; every warpgroup takes
+  // the same turns (the same work tiles and key tiles).
+  if (wg == T::kWGs - 1) turn_pass();
   std::int64_t count = 0, item = 0;
 #if PAGECHECK_WS_TRACE == 4
   int timeline_n = 0;
@@ -1193,7 +1222,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   }
   finish_out_store();
   if (p.o_tma && lane == 0) bulk_wait_all();  // the last output copies are done before the CTA exits
-  if (wg == 0) turn_sync();  // warpgroup 1's last pass
+  if (wg == 0) turn_sync();  // the last warpgroup's last pass
 #endif  // PAGECHECK_SM90A_DEVICE
 }
 
