@@ -104,6 +104,17 @@ struct DecodeParams {
 
 // n / d for n < 2^31, d in [1, 2^31) by multiply-high and shift
 // (pagecheck/fast_div.hpp).
+// Query-head tiles of a KV head's group (DecodeParams::head_tiles) and the
+// CTAs of a direct launch, one per (sequence, KV head, head tile): the
+// planner's model of the grid (decode_direct_grid) and the launches count
+// them the same way.
+inline std::int32_t decode_head_tiles(std::int64_t gqa, int head_tile) {
+  return static_cast<std::int32_t>((gqa + head_tile - 1) / head_tile);
+}
+inline std::int64_t decode_direct_ctas(std::int64_t num_seqs, std::int64_t kv_heads, std::int32_t head_tiles) {
+  return num_seqs * kv_heads * head_tiles;
+}
+
 inline void make_fast_divisor(std::uint32_t d, std::uint32_t& magic, std::uint32_t& shift) {
   const FastDiv f = fast_divisor(d);
   magic = f.mul;

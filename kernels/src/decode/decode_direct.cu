@@ -140,7 +140,7 @@ Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_t
   p.threshold_tokens = threshold_tokens;
   p.q_heads = view.q_heads;
   p.gqa = view.q_heads / kv.kv_heads;
-  p.head_tiles = (p.gqa + head_tile - 1) / head_tile;
+  p.head_tiles = decode_head_tiles(p.gqa, head_tile);
   make_fast_divisor(static_cast<std::uint32_t>(kv.block_size), p.block_magic, p.block_shift);
   const bool capped = view.softcap > 0.0f;
   p.q_multiplier = view.scale * view.k_scale * (capped ? 1.0f : kLog2e);
@@ -194,7 +194,7 @@ DecodeGrid decode_direct_grid_impl(const DeviceCaseView& view) {
 #ifdef PAGECHECK_HAVE_SM90A
   if (decode_uses_mla_sm90(view)) {
     const std::int64_t gqa = view.q_heads / std::max<std::int64_t>(1, view.kv.kv_heads);
-    grid.direct_ctas = view.kv.num_seqs * view.kv.kv_heads * ((gqa + kMlaHeadTile - 1) / kMlaHeadTile);
+    grid.direct_ctas = decode_direct_ctas(view.kv.num_seqs, view.kv.kv_heads, decode_head_tiles(gqa, kMlaHeadTile));
     grid.one_cta_per_multiprocessor = true;
   }
 #else
@@ -208,15 +208,15 @@ Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
   if (decode_uses_mla_sm90(view)) {  // latent caches on Hopper: decode_mla_sm90.cu
     auto params = make_decode_params(view, kMlaHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();
-    return launch_mla_sm90(*params, MlaLaunch::Direct, view.kv.num_seqs * view.kv.kv_heads * params->head_tiles, 1,
-                           stream);
+    return launch_mla_sm90(*params, MlaLaunch::Direct,
+                           decode_direct_ctas(view.kv.num_seqs, view.kv.kv_heads, params->head_tiles), 1, stream);
   }
 #endif
   return dispatch_decode_loop(view, [&](auto traits) -> Status {
     using T = decltype(traits);  // DecodeAlibiTraits exactly when view.alibi_slopes is set
     auto params = make_decode_params(view, T::kHeadTile, SeqFilter::All, 0);
     if (!params.ok()) return params.error();
-    const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * params->head_tiles;
+    const std::int64_t ctas = decode_direct_ctas(view.kv.num_seqs, view.kv.kv_heads, params->head_tiles);
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff) return invalid_input("too many (sequence, head) pairs for one launch", "direct");
     auto kernel = decode_direct_kernel<T>;

@@ -478,7 +478,7 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     if (!params.ok()) return params.error();
     DecodeParams& p = *params;
     with_workspace(p);
-    const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * p.head_tiles;
+    const std::int64_t ctas = decode_direct_ctas(view.kv.num_seqs, view.kv.kv_heads, p.head_tiles);
     if (ctas == 0) return {};
     if (merge_ctas > 0x7fffffff) return invalid_input("too many (sequence, head) pairs for one launch", "split");
     PC_TRY(launch_mla_sm90(p, auto_plan ? MlaLaunch::Auto : MlaLaunch::Split, ctas, rows, stream));
@@ -492,7 +492,7 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     if (!params.ok()) return params.error();
     DecodeParams& p = *params;
     with_workspace(p);
-    const std::int64_t ctas = view.kv.num_seqs * view.kv.kv_heads * p.head_tiles;
+    const std::int64_t ctas = decode_direct_ctas(view.kv.num_seqs, view.kv.kv_heads, p.head_tiles);
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff || merge_ctas > 0x7fffffff)
       return invalid_input("too many (sequence, head) pairs for one launch", "split");
