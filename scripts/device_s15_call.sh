@@ -92,7 +92,15 @@ for n in ${AB_CHECK-u1 u4} ${DIMS_CHECK-}; do  # the dev driver's checks and san
   (SAN=1 QUICK=0 OUT=$OUT/ab_$n scripts/prefill_ab_run.sh "$n" >"$OUT/ab_check_$n.log" 2>&1) &
   pids+=($!)
 done
+for n in ${DIMS-}; do  # local memory (spills) in the head-dim-64 ws kernels' SASS, by function
+  (/usr/local/cuda/bin/cuobjdump -sass "build-sm90dev/prefill_dev_$n" 2>/dev/null |
+    awk '/Function :/ {f = $3} /STL|LDL/ && f ~ /Li64E/ {c[f]++} END {for (k in c) print c[k], k}' \
+    >"$OUT/ab/sass_local_$n.txt"; /usr/local/cuda/bin/cuobjdump -sass "build-sm90dev/prefill_dev_$n" 2>&1 |
+    awk '/Function :/ {keep = ($3 ~ /attn_ws_kernel/ && $3 ~ /Li64E/)} keep' | xz -T4 >"$OUT/ab/sass_ws64_$n.txt.xz") &
+  pids+=($!)
+done
 wait "${pids[@]}"
+for n in ${DIMS-}; do echo "sass local $n: $(tr '\n' ';' <"$OUT/ab/sass_local_$n.txt" | cut -c1-600)" | tee -a "$OUT/summary.txt"; done
 for n in ${AB_CHECK-u1 u4} ${DIMS_CHECK-}; do echo "ab check $n: $(tr '\n' ' ' <"$OUT/ab_check_$n.log" | cut -c1-400)" | tee -a "$OUT/summary.txt"; done
 grep -E "^(PASS|FAIL|INFO)" "$OUT/soak/steps.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
 [ -f "$OUT/mutants/table.txt" ] && tee -a "$OUT/summary.txt" <"$OUT/mutants/table.txt"
