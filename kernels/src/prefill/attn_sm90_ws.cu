@@ -109,6 +109,20 @@
 #ifndef PAGECHECK_WS_FP8_UNITS
 #define PAGECHECK_WS_FP8_UNITS 1
 #endif
+// FP8 caches: K kept in FP8 (1) or widened like V (0). With 1, S = Q K^T
+// runs on FP8 wgmma (m64n128k32) over K as stored, copied by the row
+// producer like a 128-byte row of 16-bit head dim 64 (no staging, no
+// widening), with the query as two E4M3 parts (hi, lo = what hi lost) of
+// each row scaled by a power of two (its largest element in [128, 256)),
+// made by the consumers; V is staged and widened as before, one tile
+// earlier (V_j right after K_j). Nsight Compute (session 15): the producer's
+// staging and widening of K and V bound E4M3 prefill at ~0.7 of BF16; this
+// halves both. The query's two parts carry ~2^-8 of each element (BF16:
+// 2^-9). A/B builds of the dev driver (scripts/build_prefill_dev.sh NAME
+// -DPAGECHECK_WS_FP8_K=1).
+#ifndef PAGECHECK_WS_FP8_K
+#define PAGECHECK_WS_FP8_K 0
+#endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
@@ -167,6 +181,9 @@ struct WsTraits {
   // widening gained (docs/performance.md, session 12).
   static constexpr bool kF16K = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 == 1);
   static constexpr bool kF16V = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 >= 1);
+  // FP8 K as stored, S on FP8 wgmma (PAGECHECK_WS_FP8_K); the query in two
+  // E4M3 parts made by the consumers (no tensor copy of Q or the output).
+  static constexpr bool kFp8K = kFp8 && PAGECHECK_WS_FP8_K;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   // Consumer warpgroups: two (three at head dim 64 where PAGECHECK_WS_D64_WGS says).
   static constexpr int kWGs = DK == 64 ? PAGECHECK_WS_D64_WGS : 2;
@@ -189,7 +206,8 @@ struct WsTraits {
   // 16 at head dim 128 in 16 bits, 8 at 64 or for FP8 (128-byte rows).
   static constexpr int kLanesPerRow = DK * kElemBytes / 16;
   static constexpr int kQBytes = kBlockM * DK * 2;
-  static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile
+  static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile (16-bit)
+  static constexpr int kKTileBytes = kFp8K ? kBlockN * DK : kTileBytes;  // one K tile as the GEMM reads it
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
   static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
@@ -228,8 +246,11 @@ struct WsTraits {
   static constexpr int kFp8Lag = kFp8Slots - 1;
   static constexpr int kFp8UnitBytes = kStagingBytes / kFp8Slots;
   static_assert(kFp8Units == 1 || kFp8Units == 2 || kFp8Units == 4, "a tile's 8 row steps in 1, 2 or 4 units");
-  static constexpr int kSmemBytes =
-      1024 + kQBuffers * kQBytes + 2 * kStages * kTileBytes + kBarrierBytes + kScratchBytes + kStagingBytes;
+  // FP8-K: each query row's power of two (the inverse of its scale), for
+  // the threads that hold the row's S.
+  static constexpr int kRowScaleBytes = kFp8K ? kBlockM * 4 : 0;
+  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + kStages * (kKTileBytes + kTileBytes) + kBarrierBytes +
+                                    kScratchBytes + kStagingBytes + kRowScaleBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kWGs <= kLaunchRegs * kThreads,
                 "setmaxnreg budgets exceed the registers the CTA is launched with");
@@ -240,6 +261,7 @@ struct WsTraits {
   static_assert(DK == 128 || DK == 64 || DK == 256, "head dims 64, 128 and 256");
   static_assert(DK != 256 || (!CONTIG && !kFp8), "head dim 256: 16-bit paged caches");
   static_assert(!kFp8 || DK == 128, "FP8 caches at head dim 128 only");
+  static_assert(!kFp8K || (kQBytes == 2 * kBlockM * DK && kBlockN == 128), "FP8-K: Q's two E4M3 parts fill a Q buffer");
   static_assert(!CONTIG || DK == 128, "the gather's workspace (fmha) is head dim 128");
 };
 
@@ -599,6 +621,65 @@ __device__ __forceinline__ void widen_unit_fp8(std::uint32_t tile, std::uint32_t
   }
 }
 
+// FP8-K's query (WsTraits::kFp8K): row r of the work tile k, the 64 dims
+// of column half `half` (a pair of consumer threads a row), as two E4M3
+// parts of the row scaled by 2^sh, its largest element in [128, 256): hi =
+// E4M3(q 2^sh) at q_buf (128-byte swizzled rows, as Q in the operand type
+// is), lo = E4M3(q 2^sh - hi) kBlockM rows on; hi + lo holds each element
+// to ~2^-8 of itself (the last bits of elements under 2^-6 of the row's
+// largest go to E4M3's subnormals). 2^-sh goes to row_scale[r] for the
+// softmax. Rows past the sequence's query are zeros (scale 1).
+template <int kBlockM>
+__device__ __forceinline__ void load_q_fp8_parts(const DeviceCaseView& view, const Work& k, int group, int r,
+                                                 int half, std::uint32_t q_buf, std::uint32_t row_scale) {
+  const int row = k.row0 + r;
+  float f[8][8];
+  if (row < k.rows_total) {
+    const std::int64_t token = k.q_begin + row / group;
+    const int head = k.kv_head * group + row % group;
+    const int elem_bytes = view.query_dtype == DType::F32 ? 4 : 2;
+    const char* src = static_cast<const char*>(view.query) + ((token * view.q_heads + head) * 128 + half * 64) * elem_bytes;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) load8_as_float(view.query_dtype, src + c * 8 * elem_bytes, f[c]);
+  } else {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[c][i] = 0.f;
+  }
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(f[c][i]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));  // the row's other half
+  int exponent = 0;
+  (void)frexpf(amax, &exponent);  // amax = m 2^exponent, m in [0.5, 1)
+  int sh = 8 - exponent;
+  if (!(amax > 0.f) || !(amax < INFINITY)) sh = 0;  // zeros, infinities, NaN: as they are
+  sh = sh < -126 ? -126 : (sh > 126 ? 126 : sh);
+  const float scale = __int_as_float((127 + sh) << 23);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {  // 16-byte chunk half * 4 + c of the row: dims 16 c .. 16 c + 15 of this half
+    std::uint32_t hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int e = 0; e < 16; e += 2) {
+      const float a = f[2 * c + e / 8][e % 8] * scale, b = f[2 * c + e / 8][e % 8 + 1] * scale;
+      const __nv_fp8x2_storage_t h = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+      const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(h, __NV_E4M3);
+      const float2 hf = __half22float2(*reinterpret_cast<const __half2*>(&hr));
+      const __nv_fp8x2_storage_t l =
+          __nv_cvt_float2_to_fp8x2(make_float2(a - hf.x, b - hf.y), __NV_SATFINITE, __NV_E4M3);
+      hi[e / 4] |= static_cast<std::uint32_t>(h) << (16 * ((e / 2) % 2));
+      lo[e / 4] |= static_cast<std::uint32_t>(l) << (16 * ((e / 2) % 2));
+    }
+    const std::uint32_t at = sw128<kBlockM>(r, half * 4 + c);
+    st_shared16(q_buf + at, make_uint4(hi[0], hi[1], hi[2], hi[3]));
+    st_shared16(q_buf + kBlockM * 128 + at, make_uint4(lo[0], lo[1], lo[2], lo[3]));
+  }
+  if (half == 0) st_shared32(row_scale + r * 4, static_cast<std::uint32_t>((127 - sh) << 23));
+}
+
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_constant__ WsParams p) {
 #ifdef PAGECHECK_SM90A_DEVICE
@@ -611,10 +692,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const std::uint32_t raw_base = smem_u32(smem_raw);
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
   const std::uint32_t k_smem = q_smem + T::kQBuffers * T::kQBytes;    // [stage] K tiles
-  const std::uint32_t v_smem = k_smem + T::kStages * T::kTileBytes;    // [stage] V tiles
+  const std::uint32_t v_smem = k_smem + T::kStages * T::kKTileBytes;   // [stage] V tiles
   const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
   const std::uint32_t scratch = bars + T::kBarrierBytes;
   const std::uint32_t staging = scratch + T::kScratchBytes;  // FP8: two raw tiles (16-byte aligned)
+  const std::uint32_t row_scale = staging + T::kStagingBytes;  // FP8-K: kBlockM floats
   const bool split_q = p.a.split_query != 0;
   const std::uint32_t q_lo_smem = q_smem + T::kQBytes;  // a split query's lo rows (Q buffer 1)
   const auto k_full = [&](int s) { return bars + 8 * s; };
@@ -668,7 +750,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       for (int q = 0; q < 2; ++q)
 #pragma unroll
         for (int c = 0; c < 2; ++c) dst_lane_fp8[q][c] = sw128<kBlockN>(32 * pw + 4 * q + lane / 8, 2 * (lane % 8) + c);
-    } else {
+    }
+    if constexpr (!T::kFp8 || T::kFp8K) {  // FP8-K: K's 128-byte rows as they are
 #pragma unroll
       for (int q = 0; q < kLanesPerRow / 4; ++q)
         dst_lane[q] = sw128<kBlockN>(kRowsW * pw + (32 / kLanesPerRow) * q + lane / kLanesPerRow, lane % kLanesPerRow);
@@ -705,7 +788,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const int s = static_cast<int>(c % T::kStages);
       if (unit == 0 && c >= T::kStages)
         mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
-      const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
+      const std::uint32_t tile = value ? v_smem + s * T::kTileBytes : k_smem + s * T::kKTileBytes;
       const std::uint32_t slot = slot_of(widened);
       cp_async_wait<kAfter>();
       if (value)
@@ -788,31 +871,34 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         return r;
       };
       const auto load = [&](bool value, int kt, std::int32_t page, const Rows& rows, std::int64_t c) {
+        // FP8: staged and widened (FP8-K: V only; K is copied below as it is).
         if constexpr (T::kFp8) {
-          // Stage this tile's raw bytes unit by unit; after each, widen the
-          // unit kFp8Lag before it (its slot is the one the next unit takes).
-          const std::uint64_t desc = (static_cast<std::uint64_t>(c) << 1) | (value ? 1u : 0u);
-          if (npend == 0)
-            pend[0] = desc;
-          else if (npend == 1)
-            pend[1] = desc;
-          else
-            pend[2] = desc;
-          ++npend;
-#pragma unroll
-          for (int u = 0; u < T::kFp8Units; ++u) {
-            if (value)
-              stage_unit_fp8<kSteps>(slot_of(staged), value_chunk, rows.value, rows.valid, slot_lane, u * kSteps);
+          if (!T::kFp8K || value) {
+            // Stage this tile's raw bytes unit by unit; after each, widen the
+            // unit kFp8Lag before it (its slot is the one the next unit takes).
+            const std::uint64_t desc = (static_cast<std::uint64_t>(c) << 1) | (value ? 1u : 0u);
+            if (npend == 0)
+              pend[0] = desc;
+            else if (npend == 1)
+              pend[1] = desc;
             else
-              stage_unit_fp8<kSteps>(slot_of(staged), key_chunk, rows.key, rows.valid, slot_lane, u * kSteps);
-            ++staged;
-            if (staged > T::kFp8Lag) widen_next(std::integral_constant<int, T::kFp8Lag>{});
+              pend[2] = desc;
+            ++npend;
+#pragma unroll
+            for (int u = 0; u < T::kFp8Units; ++u) {
+              if (value)
+                stage_unit_fp8<kSteps>(slot_of(staged), value_chunk, rows.value, rows.valid, slot_lane, u * kSteps);
+              else
+                stage_unit_fp8<kSteps>(slot_of(staged), key_chunk, rows.key, rows.valid, slot_lane, u * kSteps);
+              ++staged;
+              if (staged > T::kFp8Lag) widen_next(std::integral_constant<int, T::kFp8Lag>{});
+            }
+            return;
           }
-          return;
         }
         const int s = static_cast<int>(c % T::kStages);
         if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
-        const std::uint32_t tile = (value ? v_smem : k_smem) + s * T::kTileBytes;
+        const std::uint32_t tile = value ? v_smem + s * T::kTileBytes : k_smem + s * T::kKTileBytes;
         const std::uint32_t full = value ? v_full(s) : k_full(s);
         if constexpr (T::kTma) {
           if (value)
@@ -831,6 +917,22 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       };
       std::int32_t page = load_page(k.tile_first);
       std::int32_t next_page = k.num_tiles > 1 ? load_page(k.tile_first + 1) : 0;
+      if constexpr (T::kFp8K) {
+        // K_j, then V_j staged at once (a tile before the consumers take
+        // it, so its widening, 2N - 1 units behind, never waits on a K stage
+        // that the consumers free only after V_{j-1}).
+        for (int j = 0; j < k.num_tiles; ++j) {
+          if (j > 0) {
+            page = next_page;
+            if (j + 1 < k.num_tiles) next_page = load_page(k.tile_first + j + 1);  // a tile ahead
+          }
+          const Rows rows = rows_of(k.tile_first + j, page);
+          load(false, k.tile_first + j, page, rows, count + j);
+          load(true, k.tile_first + j, page, rows, count + j);
+        }
+        count += k.num_tiles;
+        continue;
+      }
       Rows rows = rows_of(k.tile_first, page);
       load(false, k.tile_first, page, rows, count);
       for (int j = 1; j < k.num_tiles; ++j) {
@@ -911,7 +1013,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const int q_buf = split_q ? 0 : static_cast<int>(item % T::kQBuffers);
     const std::uint32_t q_wg = q_smem + q_buf * T::kQBytes + wg * 64 * 128;  // this warpgroup's 64 rows (8 atoms)
 
-    if (p.q_tma) {
+    // FP8-K: the query's E4M3 parts (the hi part where Q is, the lo part
+    // kBlockM rows on) and each row's inverse scale, for this thread's rows
+    // g and g + 8.
+    const std::uint32_t q_lo_fp8 = q_wg + kBlockM * 128;
+    float q_inv[2] = {1.f, 1.f};
+    if constexpr (T::kFp8K) {
+      load_q_fp8_parts<kBlockM>(view, k, group, wg * 64 + wg_thread / 2, wg_thread % 2, q_smem + q_buf * T::kQBytes,
+                                row_scale);
+      fence_proxy_async();
+      named_sync(kQBar + wg, 128);  // this warpgroup's Q rows are in
+      q_inv[0] = __uint_as_float(ld_shared32(row_scale + (wg_row + g) * 4));
+      q_inv[1] = __uint_as_float(ld_shared32(row_scale + (wg_row + g + 8) * 4));
+    } else if (p.q_tma) {
       mbar_wait(q_full(q_buf), static_cast<int>((item / T::kQBuffers) & 1));
     } else {
       // This warpgroup's 64 Q rows -> smem (operand type); rows past the
@@ -939,7 +1053,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
     const auto issue_s = [&](float (&sacc)[T::kSFloats], std::uint32_t ks) {
-      issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
+      if constexpr (T::kFp8K)
+        issue_qk_fp8<T::KV == KvKind::E5M2, kBlockM>(sacc, q_wg, q_lo_fp8, ks);
+      else
+        issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
     const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
       issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
@@ -954,9 +1071,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const auto softmax = [&](auto softcap_c, float (&sacc)[T::kSFloats], int kt, float (&alphas)[2]) {
       constexpr bool kSoftcap = decltype(softcap_c)::value;
       const float exp_scale = kSoftcap ? 1.f : p.a.logit_mul;
+      // FP8-K: each row's S carries its query scale; its multiplier is
+      // logit_mul times the row's inverse scale (a power of two: exact).
+      const float row_mul[2] = {p.a.logit_mul * q_inv[0], p.a.logit_mul * q_inv[1]};
       if constexpr (kSoftcap) {
 #pragma unroll
-        for (int e = 0; e < T::kSFloats; ++e) sacc[e] = p.a.softcap_out * tanhf(sacc[e] * p.a.logit_mul);
+        for (int e = 0; e < T::kSFloats; ++e)
+          sacc[e] = p.a.softcap_out * tanhf(sacc[e] * (T::kFp8K ? row_mul[(e >> 1) & 1] : p.a.logit_mul));
       }
       const int n0 = kt * kBlockN;
       const bool need_mask = k.needs_mask<kBlockN>(n0, causal, window);
@@ -967,7 +1088,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             k.key_lo, k.key_hi, causal, window);
       // The lazy reference: O is rescaled only when a row's max grows by
       // 2^8 (+1.2-2.9% at the bench shapes on the H100, session 9).
-      softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, exp_scale);
+      if constexpr (T::kFp8K && !kSoftcap)
+        softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, row_mul);
+      else
+        softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, exp_scale);
     };
     const auto to_operand = [&](const float (&sacc)[T::kSFloats], std::uint32_t (&pa)[kBlockN / 16][4]) {
       pack_p<T::kF16V, kBlockN>(sacc, pa);
@@ -985,7 +1109,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         turn_sync();
         WS_TRACE(3);
         wgmma_fence();
-        issue_s(sacc, k_smem + s * T::kTileBytes);
+        issue_s(sacc, k_smem + s * T::kKTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<0>();
@@ -1006,7 +1130,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_LOOP_MARK(t1);
         WS_LOOP_ADD(0, t0, t1);
         wgmma_fence();
-        issue_s(sacc, k_smem + s * T::kTileBytes);
+        issue_s(sacc, k_smem + s * T::kKTileBytes);
         wgmma_commit();
         mbar_wait(v_full(sp), static_cast<int>(((c - 1) / T::kStages) & 1));
         landed();
@@ -1328,6 +1452,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   // make_params splits an F16 query over BF16 operands; an FP8 cache here
   // may have F16 ones for Q K^T (WsTraits::kF16K), which hold it whole.
   if constexpr (T::kFp8) p.a.split_query = view.query_dtype == DType::F32 || (view.query_dtype == DType::F16 && !T::kF16K);
+  if constexpr (T::kFp8K) p.a.split_query = 0;  // the consumers split the query into its E4M3 parts
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * a.group;
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
   p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
@@ -1393,7 +1518,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   {
     const DType operand = T::kF16K ? DType::F16 : DType::BF16;
     const int group = a.group;
-    p.q_tma = !p.a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
+    p.q_tma = !T::kFp8K && !p.a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
               T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
     if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16K, const_cast<void*>(view.query), T::DK, view.q_heads,
                                         view.num_tokens, group, T::kBlockM / group, CU_TENSOR_MAP_L2_PROMOTION_L2_256B))

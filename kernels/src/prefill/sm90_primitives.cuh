@@ -54,6 +54,11 @@ __device__ __forceinline__ void fence_regs_u(std::uint32_t (&r)[N][M]) {
 #pragma unroll
     for (int j = 0; j < M; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
+__device__ __forceinline__ std::uint32_t ld_shared32(std::uint32_t src) {
+  std::uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(src) : "memory");
+  return v;
+}
 __device__ __forceinline__ void st_shared32(std::uint32_t dst, std::uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst), "r"(v) : "memory");
 }
@@ -117,6 +122,14 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                : PC_WGMMA_D128_OPERANDS(d)                                                        \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
 // D[64x128] += A[64x16] (registers) * B[16x128] (smem, MN-major).
+// D[64x128] (+)= A[64x32] (smem, K-major, FP8 TYPE_A) * B[32x128] (smem,
+// K-major, FP8 TYPE_B): FP8 operands are K-major only (no transpose flags).
+#define PC_WGMMA_SS_FP8(TYPE_A, TYPE_B, d, desc_a, desc_b, accumulate)                            \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPE_A "." TYPE_B " " PC_WGMMA_D_REGS \
+               ", %64, %65, p, 1, 1;\n}\n"                                                       \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 #define PC_WGMMA_RS(TYPE, d, a, desc_b)                                                          \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
                "wgmma.mma_async.sync.aligned.m64n128k16.f32." TYPE "." TYPE " " PC_WGMMA_D_REGS   \
@@ -143,6 +156,17 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N], std::uint64_t a, std::ui
     PC_WGMMA_SS64("f16", d, a, b, accumulate);
   else
     PC_WGMMA_SS64("bf16", d, a, b, accumulate);
+#endif
+}
+// D[64 x 128] (+)= A (smem, E4M3) * B (smem, E4M3 or, kE5M2, E5M2): one
+// k-step of 32 FP8 dims (32 bytes of a 128-byte swizzled row).
+template <bool kE5M2>
+__device__ __forceinline__ void wgmma_ss_fp8(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kE5M2)
+    PC_WGMMA_SS_FP8("e4m3", "e5m2", d, a, b, accumulate);
+  else
+    PC_WGMMA_SS_FP8("e4m3", "e4m3", d, a, b, accumulate);
 #endif
 }
 // D[64 x 2N] += A (registers) * B (smem): m64n128 for 64 accumulators a

@@ -41,6 +41,24 @@ __device__ __forceinline__ void issue_qk(float (&s)[kKeys / 2], std::uint32_t q_
   }
 }
 
+// S = Q_hi K^T + Q_lo K^T over an FP8 key tile (attn_sm90_ws.cu's FP8-K
+// kernel): K as stored (128 keys of 128 one-byte dims, 128-byte swizzled
+// rows), Q as two E4M3 parts (kRowsQ rows of 128 bytes each, q_lo_wg the
+// second part), four k-steps of 32 dims each; E5M2 keys with kE5M2.
+template <bool kE5M2, int kRowsQ>
+__device__ __forceinline__ void issue_qk_fp8(float (&s)[64], std::uint32_t q_hi_wg, std::uint32_t q_lo_wg,
+                                             std::uint32_t ks) {
+#pragma unroll
+  for (int part = 0; part < 2; ++part) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const std::uint64_t da = smem_desc((part ? q_lo_wg : q_hi_wg) + kk * 32, 16, 1024);
+      const std::uint64_t db = smem_desc(ks + kk * 32, 16, 1024);
+      wgmma_ss_fp8<kE5M2>(s, da, db, part > 0 || kk > 0);
+    }
+  }
+}
+
 // O += P V: k-steps of 16 keys; V is MN-major (dims contiguous): leading
 // byte offset = the next 64-dim column half, stride = 8 keys. kDV 128
 // (m64n128, O 64 floats a thread), 64 (m64n64, 32) or 256 (m64n256, 128).
@@ -131,11 +149,14 @@ __device__ __forceinline__ void softmax_rows(float (&s)[N], float (&m)[2], float
 // rescale_o skips the warp's 64 multiplies when all of them are. m is the
 // reference, so m + log2(l) is the row's LSE (base 2) as before.
 constexpr float kLazySlack = 8.f;
+// exp_scales: each row's own scale (the FP8 query of attn_sm90_ws.cu's
+// FP8-K kernel carries a power of two a row); a float: one for both rows.
 template <int kPolyEvery = 0, int N>
 __device__ __forceinline__ void softmax_rows_lazy(float (&s)[N], float (&m)[2], float (&l)[2], float (&alphas)[2],
-                                                  float exp_scale) {
+                                                  const float (&exp_scales)[2]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
+    const float exp_scale = exp_scales[h];
     const float m_tile = row_max(s, h) * exp_scale;
     const bool move = m_tile > m[h] + kLazySlack;  // always for a row with no key yet (m = -inf), never for an empty tile
     const float m_new = move ? m_tile : m[h];
@@ -145,6 +166,12 @@ __device__ __forceinline__ void softmax_rows_lazy(float (&s)[N], float (&m)[2], 
     l[h] = l[h] * alpha + exp_row<kPolyEvery>(s, h, exp_scale, ref);
     alphas[h] = alpha;
   }
+}
+template <int kPolyEvery = 0, int N>
+__device__ __forceinline__ void softmax_rows_lazy(float (&s)[N], float (&m)[2], float (&l)[2], float (&alphas)[2],
+                                                  float exp_scale) {
+  const float exp_scales[2] = {exp_scale, exp_scale};
+  softmax_rows_lazy<kPolyEvery>(s, m, l, alphas, exp_scales);
 }
 
 // O's rows times their rescale factors, skipped when no row of the warp moved.
