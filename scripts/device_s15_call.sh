@@ -20,7 +20,11 @@
 # Knobs: AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
 # AB_CHECK (those checked), DIMS / DIMS_CHECK (dev drivers timed in `dims`
 # mode after the FP8 A/B / checked beside the others; none by default), SOAK=0 (no soak), MUTANTS=0 (no run.sh), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
-# SOAK_MINUTES (default 5), WATCHDOG (default 570).
+# SOAK_MINUTES (default 5), WATCHDOG (default 570), PAGECHECK_GZ (a gzipped
+# pagecheck to use instead of the mutants' control, e.g.
+# build-fi/carry/pagecheck.gz, for a call that carries no mutants),
+# PRESETS=0, RECORD=0, MLA=0 (skip those steps), AB_SAN=0 (the dev
+# drivers' checks without the sanitizers).
 set -u
 cd "$(dirname "$0")/.."
 . scripts/device_steps.sh
@@ -29,8 +33,12 @@ mkdir -p "$OUT"
 : >"$OUT/summary.txt"
 BIN=/tmp/s15bin
 mkdir -p "$BIN"
-tar -C "$BIN" -xJf build-mutants/carry/binaries.tar.xz || exit 4
-ln -sf "$BIN/00-control" "$BIN/pagecheck"
+if [ -n "${PAGECHECK_GZ:-}" ]; then  # a short call without the mutants (MUTANTS=0): pagecheck alone
+  gunzip -c "$PAGECHECK_GZ" >"$BIN/pagecheck" && chmod +x "$BIN/pagecheck" || exit 4
+else
+  tar -C "$BIN" -xJf build-mutants/carry/binaries.tar.xz || exit 4
+  ln -sf "$BIN/00-control" "$BIN/pagecheck"
+fi
 export PATH="$BIN:$PATH:/usr/local/cuda/bin" NO_COLOR=1
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
@@ -63,10 +71,12 @@ for round in $(seq 1 "${AB_ROUNDS:-2}"); do
   done
 done
 
-timeout 90 pagecheck run --mla --q-heads 128 --seqs 64 --seq-len 4096 --block-size 64 --mode decode \
-  --paths direct,split,auto --no-checks --json "$OUT/mla.json" >"$OUT/mla.log" 2>&1
-echo "mla 64 x 4096 x 128 heads rc=$? :: $(grep -E '^ +(direct|split|auto) ' "$OUT/mla.log" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" |
-  tee -a "$OUT/summary.txt"
+if [ "${MLA:-1}" = 1 ]; then
+  timeout 90 pagecheck run --mla --q-heads 128 --seqs 64 --seq-len 4096 --block-size 64 --mode decode \
+    --paths direct,split,auto --no-checks --json "$OUT/mla.json" >"$OUT/mla.log" 2>&1
+  echo "mla 64 x 4096 x 128 heads rc=$? :: $(grep -E '^ +(direct|split|auto) ' "$OUT/mla.log" | tr -s ' ' | tr '\n' ';' | cut -c1-300)" |
+    tee -a "$OUT/summary.txt"
+fi
 
 pids=()
 if [ "${MUTANTS:-1}" = 1 ]; then
@@ -79,17 +89,21 @@ if [ "${SOAK:-1}" = 1 ]; then
     scripts/device_soak_check.sh run >"$OUT/soak.log" 2>&1) &
   pids+=($!)
 fi
-LIMIT=300 s presets pagecheck run --preset deepseek-v3 --preset phi3-mini --preset gpt-oss-20b --preset mqa \
-  --no-timing --require-gpu --json "$OUT/presets.json" &
-pids+=($!)
-LIMIT=300 s preset_mla_decode pagecheck run --preset deepseek-v3 --mode decode --no-timing --require-gpu \
-  --json "$OUT/preset_mla_decode.json" &
-pids+=($!)
-LIMIT=300 s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
-  "$BIN/pagecheck" &
-pids+=($!)
+if [ "${PRESETS:-1}" = 1 ]; then
+  LIMIT=300 s presets pagecheck run --preset deepseek-v3 --preset phi3-mini --preset gpt-oss-20b --preset mqa \
+    --no-timing --require-gpu --json "$OUT/presets.json" &
+  pids+=($!)
+  LIMIT=300 s preset_mla_decode pagecheck run --preset deepseek-v3 --mode decode --no-timing --require-gpu \
+    --json "$OUT/preset_mla_decode.json" &
+  pids+=($!)
+fi
+if [ "${RECORD:-1}" = 1 ]; then
+  LIMIT=300 s record_features env PYTHONUNBUFFERED=1 python3 scripts/record_features_check.py "$OUT/record-features" \
+    "$BIN/pagecheck" &
+  pids+=($!)
+fi
 for n in ${AB_CHECK-u1 u4} ${DIMS_CHECK-}; do  # the dev driver's checks and sanitizers of each candidate
-  (SAN=1 QUICK=0 OUT=$OUT/ab_$n scripts/prefill_ab_run.sh "$n" >"$OUT/ab_check_$n.log" 2>&1) &
+  (SAN=${AB_SAN:-1} QUICK=0 OUT=$OUT/ab_$n scripts/prefill_ab_run.sh "$n" >"$OUT/ab_check_$n.log" 2>&1) &
   pids+=($!)
 done
 for n in ${DIMS-}; do  # local memory (spills) in the head-dim-64 ws kernels' SASS, by function
