@@ -104,8 +104,11 @@ double lse_at(const Case& c, const ReferenceResult& r, std::int64_t token, std::
 // The attention written as scalar loops over the math, element by element,
 // reading through Tensor::at and the shared view: a second derivation to
 // hold the Eigen version against. `p_dtype` BF16 or F16: the softmax weights
-// rounded to it before P.V, as a tensor-core kernel does.
-ReferenceResult scalar_attention(const Case& c, DType p_dtype = DType::F32) {
+// rounded to it before P.V, as a tensor-core kernel does; normalised first,
+// or (`unnormalised`) as exp(logit - max) in (0, 1], divided by the row's
+// sum after P.V, as the flash kernels round them (F16's subnormals would
+// cost a normalised weight of a long row most of its bits).
+ReferenceResult scalar_attention(const Case& c, DType p_dtype = DType::F32, bool unnormalised = false) {
   const PagedKvView kv = c.host_view();
   const std::int64_t hq = c.q_heads(), dk = c.head_dim(), dv = c.v_head_dim(), group = hq / c.kv_heads();
   ReferenceResult r;
@@ -131,14 +134,18 @@ ReferenceResult scalar_attention(const Case& c, DType p_dtype = DType::F32) {
           top = std::max(top, x);
         }
         // A sink logit joins the maximum and the sum, not the weights of V.
+        // (The flash kernels' unnormalised weights are taken against the
+        // keys' maximum; the sink joins at the end.)
         const double sink = c.has_sinks() ? c.sinks[h] : -std::numeric_limits<double>::infinity();
+        const double top_keys = top;
         top = std::max(top, sink);
         double sum = std::exp(sink - top);
         for (std::int64_t j = 0; j < len; ++j) sum += std::exp(logit[j] - top);
         for (std::int64_t j = 0; j < len; ++j) {
-          double p = std::exp(logit[j] - top) / sum;
+          double p = unnormalised ? std::exp(logit[j] - top_keys) : std::exp(logit[j] - top) / sum;
           if (p_dtype == DType::BF16) p = bf16_to_float(float_to_bf16(static_cast<float>(p)));
           if (p_dtype == DType::F16) p = f16_to_float(float_to_f16(static_cast<float>(p)));
+          if (unnormalised) p *= std::exp(top_keys - top) / sum;
           if (p == 0) continue;
           const std::int64_t base = kv.value_offset(s, j, h / group);
           for (std::int64_t d = 0; d < dv; ++d)
@@ -599,5 +606,100 @@ TEST_CASE("default tolerances pass a tensor-core kernel's rounding of P on the s
     ++checked;
   }
   CHECK(checked >= 4);
+  CHECK(wrong_pages == checked);  // the failing direction ran on every case, not only the passing one
+}
+
+// attn_sm90_ws.cu's FP8-K build (PAGECHECK_WS_FP8_K=1) runs S = Q K^T on FP8
+// tensor cores over K as stored, with the query as two E4M3 parts: each
+// row scaled by 2^sh so that its largest element lies in [128, 256), hi =
+// E4M3(q 2^sh), lo = E4M3(q 2^sh - hi) (load_q_fp8_parts), so each element
+// keeps ~2^-8 of itself where a BF16 query keeps 2^-9. This is that query,
+// element by element, as the kernel computes it in float.
+namespace {
+std::vector<double> fp8k_query(const Case& c) {
+  const std::int64_t dk = c.head_dim(), rows = c.num_tokens() * c.q_heads();
+  std::vector<double> q(static_cast<std::size_t>(rows * dk));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float amax = 0.f;
+    for (std::int64_t d = 0; d < dk; ++d) amax = std::max(amax, std::fabs(static_cast<float>(c.query.at(r * dk + d))));
+    int exponent = 0;
+    (void)std::frexp(amax, &exponent);
+    int sh = 8 - exponent;
+    if (!(amax > 0.f) || !std::isfinite(amax)) sh = 0;
+    sh = std::clamp(sh, -126, 126);
+    const float scale = std::ldexp(1.f, sh);
+    for (std::int64_t d = 0; d < dk; ++d) {
+      const float x = static_cast<float>(c.query.at(r * dk + d)) * scale;
+      const float hi = fp8_e4m3_to_float(float_to_fp8_e4m3(x));
+      const float lo = fp8_e4m3_to_float(float_to_fp8_e4m3(x - hi));
+      q[static_cast<std::size_t>(r * dk + d)] = (static_cast<double>(hi) + lo) * std::ldexp(1.0, -sh);
+    }
+  }
+  return q;
+}
+}  // namespace
+
+// Before that build runs on a GPU: the default tolerances (FP8 caches: 2e-2,
+// whatever the query's type) pass its arithmetic on every FP8 prefill case
+// of the suite that the warp-specialised kernel takes (head dim 128), with P
+// rounded to F16 for P V as its V operand is, and the output written in the
+// query's type; and a wrong page still fails.
+TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts on the suite's FP8 prefill cases") {
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(448.f)) == 448.f);  // saturating, as __NV_SATFINITE
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(1000.f)) == 448.f);
+  int checked = 0, wrong_pages = 0;
+  for (const SuiteCase& sc : default_suite_cases()) {
+    const SyntheticSpec& spec = sc.spec;
+    if (!is_fp8(spec.kv_dtype) || spec.query_mode == QueryMode::Decode || spec.latent) continue;
+    if (spec.head_dim != 128 || (spec.v_head_dim != 0 && spec.v_head_dim != 128)) continue;
+    CAPTURE(spec.name);
+    auto made = generate_case(spec);
+    REQUIRE(made.ok());
+    const Case& c = *made;
+    if (c.head_dim() != 128 || c.v_head_dim() != 128) continue;
+    auto ref = reference_attention(c);
+    REQUIRE(ref.ok());
+    Case emulated = c;
+    const std::vector<double> q = fp8k_query(c);
+    emulated.query = Tensor::from_doubles(DType::F32, c.query.shape, q);
+    const auto kernel_like = scalar_attention(emulated, DType::F16, true);
+    const auto written = [&](const std::vector<double>& v) {  // the output has the query's type
+      std::vector<float> out(v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const auto f = static_cast<float>(v[i]);
+        out[i] = c.query.dtype == DType::F16    ? f16_to_float(float_to_f16(f))
+                 : c.query.dtype == DType::BF16 ? bf16_to_float(float_to_bf16(f))
+                                                : f;
+      }
+      return out;
+    };
+    const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
+    CHECK(compare(c, written(kernel_like.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches == 0);
+    const std::vector<float> lse(kernel_like.lse.begin(), kernel_like.lse.end());
+    CHECK(compare(c, lse, ref->lse, 1, default_lse_tolerance(c.query.dtype, c.key_cache.dtype)).mismatches == 0);
+
+    // The longest sequence's last page (every causal row of its last token
+    // reads it) read from another sequence's.
+    const auto& tb = c.table;
+    std::int64_t longest = 0;
+    for (std::int64_t s = 1; s < c.num_seqs(); ++s)
+      if (c.seq_lens[s] > c.seq_lens[longest]) longest = s;
+    const std::int64_t own_pages = (c.seq_lens[longest] + c.block_size() - 1) / c.block_size();
+    const auto own_begin = tb.page_indices.begin() + tb.page_indptr[longest];
+    std::int64_t other = -1;
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(tb.page_indices.size()) && other < 0; ++i)
+      if (std::find(own_begin, own_begin + own_pages, tb.page_indices[i]) == own_begin + own_pages)
+        other = tb.page_indices[i];
+    if (other >= 0 && own_pages > 1) {
+      Case wrong_page = c;
+      wrong_page.table.page_indices[tb.page_indptr[longest] + own_pages - 1] = static_cast<std::int32_t>(other);
+      auto got = reference_attention(wrong_page);
+      REQUIRE(got.ok());
+      CHECK(compare(c, written(got->output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
+      ++wrong_pages;
+    }
+    ++checked;
+  }
+  CHECK(checked >= 3);
   CHECK(wrong_pages == checked);  // the failing direction ran on every case, not only the passing one
 }
