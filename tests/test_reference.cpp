@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -156,6 +157,41 @@ ReferenceResult scalar_attention(const Case& c, DType p_dtype = DType::F32, bool
     }
   }
   return r;
+}
+
+// Outputs as a kernel writes them: in the query's type (the output dtype of
+// every built-in path).
+std::vector<float> written_as_query(const Case& c, const std::vector<double>& v) {
+  std::vector<float> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const auto f = static_cast<float>(v[i]);
+    out[i] = c.query.dtype == DType::F16    ? f16_to_float(float_to_f16(f))
+             : c.query.dtype == DType::BF16 ? bf16_to_float(float_to_bf16(f))
+                                            : f;
+  }
+  return out;
+}
+
+// c with one page of its longest sequence (the middle one, or the last,
+// which every causal row of its last token reads) replaced by a page the
+// sequence does not hold (another sequence's: finite values, not the
+// poison); nullopt when the sequence has one page or no other page exists.
+std::optional<Case> with_foreign_page(const Case& c, bool last_page) {
+  const auto& tb = c.table;
+  std::int64_t longest = 0;
+  for (std::int64_t s = 1; s < c.num_seqs(); ++s)
+    if (c.seq_lens[s] > c.seq_lens[longest]) longest = s;
+  const std::int64_t own_pages = (c.seq_lens[longest] + c.block_size() - 1) / c.block_size();
+  const auto own_begin = tb.page_indices.begin() + tb.page_indptr[longest];
+  const auto own_end = own_begin + own_pages;
+  std::int64_t other = -1;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(tb.page_indices.size()) && other < 0; ++i)
+    if (std::find(own_begin, own_end, tb.page_indices[i]) == own_end) other = tb.page_indices[i];
+  if (other < 0 || own_pages < 2) return std::nullopt;
+  Case wrong = c;
+  wrong.table.page_indices[tb.page_indptr[longest] + (last_page ? own_pages - 1 : own_pages / 2)] =
+      static_cast<std::int32_t>(other);
+  return wrong;
 }
 
 double rel_l2(const std::vector<double>& a, const std::vector<double>& b) {
@@ -572,33 +608,13 @@ TEST_CASE("default tolerances pass a tensor-core kernel's rounding of P on the s
     auto ref = reference_attention(c);
     REQUIRE(ref.ok());
     const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
-    const auto written = [&](const std::vector<double>& v) {  // the output dtype is the query's
-      std::vector<float> out(v.size());
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const auto f = static_cast<float>(v[i]);
-        out[i] = c.query.dtype == DType::F16 ? f16_to_float(float_to_f16(f)) : bf16_to_float(float_to_bf16(f));
-      }
-      return out;
-    };
+    const auto written = [&](const std::vector<double>& v) { return written_as_query(c, v); };
     const auto kernel_like = scalar_attention(c, c.key_cache.dtype);
     CHECK(compare(c, written(kernel_like.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches == 0);
 
-    // The longest sequence's middle page replaced by a page no row of it
-    // reads (another sequence's: finite values, not the poison).
-    const auto& tb = c.table;
-    std::int64_t longest = 0;
-    for (std::int64_t s = 1; s < c.num_seqs(); ++s)
-      if (c.seq_lens[s] > c.seq_lens[longest]) longest = s;
-    const auto own_begin = tb.page_indices.begin() + tb.page_indptr[longest];
-    const auto own_end = own_begin + (c.seq_lens[longest] + c.block_size() - 1) / c.block_size();
-    std::int64_t other = -1;
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(tb.page_indices.size()) && other < 0; ++i)
-      if (std::find(own_begin, own_end, tb.page_indices[i]) == own_end) other = tb.page_indices[i];
-    if (other >= 0 && own_end - own_begin > 1) {
-      Case wrong_page = c;
-      wrong_page.table.page_indices[tb.page_indptr[longest] + (own_end - own_begin) / 2] =
-          static_cast<std::int32_t>(other);
-      auto got = reference_attention(wrong_page);
+    // The longest sequence's middle page replaced by one it does not hold.
+    if (const auto wrong_page = with_foreign_page(c, false)) {
+      auto got = reference_attention(*wrong_page);
       REQUIRE(got.ok());
       CHECK(compare(c, written(got->output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
       ++wrong_pages;
@@ -663,37 +679,15 @@ TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts o
     const std::vector<double> q = fp8k_query(c);
     emulated.query = Tensor::from_doubles(DType::F32, c.query.shape, q);
     const auto kernel_like = scalar_attention(emulated, DType::F16, true);
-    const auto written = [&](const std::vector<double>& v) {  // the output has the query's type
-      std::vector<float> out(v.size());
-      for (std::size_t i = 0; i < v.size(); ++i) {
-        const auto f = static_cast<float>(v[i]);
-        out[i] = c.query.dtype == DType::F16    ? f16_to_float(float_to_f16(f))
-                 : c.query.dtype == DType::BF16 ? bf16_to_float(float_to_bf16(f))
-                                                : f;
-      }
-      return out;
-    };
+    const auto written = [&](const std::vector<double>& v) { return written_as_query(c, v); };
     const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
     CHECK(compare(c, written(kernel_like.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches == 0);
     const std::vector<float> lse(kernel_like.lse.begin(), kernel_like.lse.end());
     CHECK(compare(c, lse, ref->lse, 1, default_lse_tolerance(c.query.dtype, c.key_cache.dtype)).mismatches == 0);
 
-    // The longest sequence's last page (every causal row of its last token
-    // reads it) read from another sequence's.
-    const auto& tb = c.table;
-    std::int64_t longest = 0;
-    for (std::int64_t s = 1; s < c.num_seqs(); ++s)
-      if (c.seq_lens[s] > c.seq_lens[longest]) longest = s;
-    const std::int64_t own_pages = (c.seq_lens[longest] + c.block_size() - 1) / c.block_size();
-    const auto own_begin = tb.page_indices.begin() + tb.page_indptr[longest];
-    std::int64_t other = -1;
-    for (std::int64_t i = 0; i < static_cast<std::int64_t>(tb.page_indices.size()) && other < 0; ++i)
-      if (std::find(own_begin, own_begin + own_pages, tb.page_indices[i]) == own_begin + own_pages)
-        other = tb.page_indices[i];
-    if (other >= 0 && own_pages > 1) {
-      Case wrong_page = c;
-      wrong_page.table.page_indices[tb.page_indptr[longest] + own_pages - 1] = static_cast<std::int32_t>(other);
-      auto got = reference_attention(wrong_page);
+    // The longest sequence's last page replaced by one it does not hold.
+    if (const auto wrong_page = with_foreign_page(c, true)) {
+      auto got = reference_attention(*wrong_page);
       REQUIRE(got.ok());
       CHECK(compare(c, written(got->output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
       ++wrong_pages;
