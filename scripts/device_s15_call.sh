@@ -80,7 +80,9 @@ fi
 
 pids=()
 if [ "${MUTANTS:-1}" = 1 ]; then
-  OUT=$OUT/mutants ONLY="${ONLY:-28 29 30 32 34 35 36}" PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
+  # PACK names this script's output folder; run.sh's PACK is the binaries.
+  OUT=$OUT/mutants PACK=build-mutants/carry/binaries.tar.xz ONLY="${ONLY:-28 29 30 32 34 35 36}" \
+    PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
     BUDGET=${BUDGET:-380} JOBS=8 bash scripts/mutants/run.sh >"$OUT/mutants.log" 2>&1 &
   pids+=($!)
 fi

@@ -437,6 +437,34 @@ TEST_CASE("the fp8 preset's scales keep the LLM-like outlier channels out of sat
   }
 }
 
+TEST_CASE("a latent (MLA) cache keeps its outlier channels in the rope columns, out of the values") {
+  // V is the latent's first dv columns: one scale there, the LLM-like
+  // outlier channels (15x) among the rope columns after it.
+  auto spec = preset("deepseek-v3");
+  REQUIRE(spec.ok());
+  auto c = generate_case(*spec);
+  REQUIRE(c.ok());
+  REQUIRE(c->params.kv_lora_rank == 512);
+  const PagedKvView kv = c->host_view();
+  const std::int64_t dk = c->head_dim(), dv = 512;
+  std::vector<double> sum_sq(static_cast<std::size_t>(dk), 0.0);
+  std::int64_t rows = 0;
+  for (std::int64_t s = 0; s < c->num_seqs(); ++s)
+    for (std::int64_t j = 1; j < c->seq_lens[s]; ++j, ++rows)  // token 0: the sink
+      for (std::int64_t d = 0; d < dk; ++d) {
+        const double x = c->key_cache.at(kv.key_offset(s, j, 0) + d);
+        sum_sq[d] += x * x;
+      }
+  REQUIRE(rows > 1000);
+  double latent_max = 0, rope_max = 0;
+  for (std::int64_t d = 0; d < dk; ++d) {
+    const double rms = std::sqrt(sum_sq[d] / static_cast<double>(rows));
+    (d < dv ? latent_max : rope_max) = std::max(d < dv ? latent_max : rope_max, rms);
+  }
+  CHECK(latent_max < 2.0);   // unit normals, none of them 15x
+  CHECK(rope_max > 10.0);    // the outlier channels are there
+}
+
 TEST_CASE("value profiles: large logits reach the hundreds; LLM-like has a sink") {
   auto spec = small_spec();
   spec.head_dim = 64;

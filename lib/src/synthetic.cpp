@@ -925,8 +925,17 @@ Expected<std::pair<Case, std::shared_ptr<const CacheFiller>>> generate_unfilled(
   if (spec.profile == ValueProfile::LlmLike) {
     for (auto& dir : sink_direction)
       for (auto& x : dir) x = rng.normal();
-    for (int k = 0; k < std::min<std::int64_t>(kOutlierChannels, dk); ++k)
-      outlier_channel[((k * dk) / kOutlierChannels + 3) % dk] = true;
+    // A latent (MLA) cache's first dv columns are the values too: the
+    // latent leaves an RMS norm (DeepSeek's kv_a_layernorm), so its columns
+    // share one scale, and the outlier channels go to the rope columns
+    // after it. In the latent columns they would scale single value
+    // channels by kOutlierMagnitude, where a kernel's BF16 probabilities
+    // (2^-9 relative) alone move the output past a tolerance sized by the
+    // row's RMS.
+    const std::int64_t first = spec.latent ? dv : 0;
+    const std::int64_t span = dk - first;
+    for (int k = 0; k < std::min<std::int64_t>(kOutlierChannels, span); ++k)
+      outlier_channel[first + ((k * span) / kOutlierChannels + 3) % span] = true;
   }
   const double magnitude = spec.profile == ValueProfile::LargeLogits ? kLargeLogitMagnitude : 1.0;
   // Sink key = a * direction, a chosen so that q . k * scale ~ kSinkLogit for

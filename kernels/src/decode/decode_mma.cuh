@@ -73,7 +73,10 @@ namespace pagecheck::gpu::decode {
 // holds half the bytes of a BF16 one, so each byte carries twice the
 // per-stage work (softmax step, rescale, barriers): E4M3 at 64 x 4096 direct
 // reads 85% of the read ceiling where BF16 reads 94% (H100, session 15).
-#define PC_DECODE_TC_FP8_KEYS 16
+// 32-key fp8 stages, H100, session 17 (devbin/decode_probe{,_k32}, two
+// interleaved rounds): E4M3 at 64 x 4096 direct 199.1-199.6 us against
+// 201.5-202.2 us, 1.812-1.817x BF16's tokens per second against 1.787-1.793x.
+#define PC_DECODE_TC_FP8_KEYS 32
 #endif
 #ifndef PC_DECODE_TC_WHOLE_PAGES
 #define PC_DECODE_TC_WHOLE_PAGES 1  // 1: offsets per 16-key sub-chunk where blocks hold whole sub-chunks

@@ -118,10 +118,15 @@
 // earlier (V_j right after K_j). Nsight Compute (session 15): the producer's
 // staging and widening of K and V bound E4M3 prefill at ~0.7 of BF16; this
 // halves both. The query's two parts carry ~2^-8 of each element (BF16:
-// 2^-9). A/B builds of the dev driver (scripts/build_prefill_dev.sh NAME
-// -DPAGECHECK_WS_FP8_K=1).
+// 2^-9). H100, session 17 (two rounds, E4M3, TFLOP/s): 395 / 496 / 185 /
+// 495 against 350 / 389 / 229 / 390 at 8 x 2048 / 1 x 8192 / 16 x 512 /
+// chunked: a win wherever a work tile has several key tiles to amortise the
+// consumers' query split over, a loss at 512 keys. Both kernels are built;
+// sm90_ws_fp8_k below picks by the case's longest sequence
+// (PAGECHECK_WS_FP8_K_MIN_KEYS, default 1024). PAGECHECK_WS_FP8_K=0 at
+// build time leaves FP8-K out (the staged kernel for every FP8 case).
 #ifndef PAGECHECK_WS_FP8_K
-#define PAGECHECK_WS_FP8_K 0
+#define PAGECHECK_WS_FP8_K 1
 #endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
@@ -136,13 +141,14 @@
 #endif
 // Head dim 64's consumer warpgroups: 2 (128-row work tiles) or 3 (192-row
 // work tiles, FlashAttention-3's shape at this head dim; 512 threads, the
-// consumers at 152-160 registers). Nsight Compute (session 15) found head
+// consumers at 160 registers). Nsight Compute (session 15) found head
 // dim 64's consumers issuing in 40% of their schedulers' slots with the
 // rest in dependent latency: a third warpgroup is a third warp a scheduler
-// to fill them. A/B builds of the dev driver
-// (scripts/build_prefill_dev.sh NAME -DPAGECHECK_WS_D64_WGS=3).
+// to fill them. H100, session 17 (two rounds, BF16, TFLOP/s): 365-367 /
+// 453 / 196 against 335-336 / 398 / 183 at 8 x 2048 / 1 x 8192 / 16 x 512
+// (block 16), 361 against 338 at block 64: kept.
 #ifndef PAGECHECK_WS_D64_WGS
-#define PAGECHECK_WS_D64_WGS 2
+#define PAGECHECK_WS_D64_WGS 3
 #endif
 
 namespace pagecheck::gpu::attn {
@@ -156,7 +162,7 @@ enum class KvSource {
   Contiguous,  // the gather's workspace (fmha): one 128-row box per tile
 };
 
-template <KvKind KV_, KvSource SRC_, int DK_ = 128>
+template <KvKind KV_, KvSource SRC_, int DK_ = 128, bool FP8K_ = false>
 struct WsTraits {
   // Head dim 128 (two 64-dim column halves of 128-byte swizzled rows) or 64
   // (one); K and V alike.
@@ -183,7 +189,7 @@ struct WsTraits {
   static constexpr bool kF16V = KV == KvKind::F16 || (kFp8 && PAGECHECK_WS_FP8_F16 >= 1);
   // FP8 K as stored, S on FP8 wgmma (PAGECHECK_WS_FP8_K); the query in two
   // E4M3 parts made by the consumers (no tensor copy of Q or the output).
-  static constexpr bool kFp8K = kFp8 && PAGECHECK_WS_FP8_K;
+  static constexpr bool kFp8K = kFp8 && FP8K_;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   // Consumer warpgroups: two (three at head dim 64 where PAGECHECK_WS_D64_WGS says).
   static constexpr int kWGs = DK == 64 ? PAGECHECK_WS_D64_WGS : 2;
@@ -1634,6 +1640,21 @@ bool sm90_ws_out_tma_enabled() {
   return on;
 }
 
+// FP8-K (WsTraits::kFp8K) for FP8 caches whose longest sequence holds
+// PAGECHECK_WS_FP8_K_MIN_KEYS keys or more (default 1024; a developer knob,
+// read once; 0 takes it for every FP8 case, a huge value never). The
+// staged kernel below that: the consumers' query split costs each work
+// tile its prologue, which 512 keys (four key tiles, fewer under the
+// causal mask) do not repay (H100, session 17: 185 against 229 TFLOP/s at
+// 16 x 512; 395 against 350 at 8 x 2048).
+static bool sm90_ws_fp8_k(const DeviceCaseView& view) {
+  static const long min_keys = [] {
+    const char* v = std::getenv("PAGECHECK_WS_FP8_K_MIN_KEYS");
+    return v != nullptr ? std::atol(v) : 1024L;
+  }();
+  return PAGECHECK_WS_FP8_K != 0 && view.max_seq_len >= min_keys;
+}
+
 // ---- dispatch -----------------------------------------------------------------
 
 // Head dim 256 on this kernel unless PAGECHECK_WS_D256=0 (a developer knob,
@@ -1709,8 +1730,12 @@ Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream) {
       case DType::F16:
         return tma ? launch_ws<WsTraits<KvKind::F16, KvSource::PagedTma>>(p, stream)
                    : launch_ws<WsTraits<KvKind::F16, KvSource::PagedRows>>(p, stream);
-      case DType::F8_E4M3: return launch_ws<WsTraits<KvKind::E4M3, KvSource::PagedRows>>(p, stream);
-      case DType::F8_E5M2: return launch_ws<WsTraits<KvKind::E5M2, KvSource::PagedRows>>(p, stream);
+      case DType::F8_E4M3:
+        return sm90_ws_fp8_k(p.view) ? launch_ws<WsTraits<KvKind::E4M3, KvSource::PagedRows, 128, true>>(p, stream)
+                                     : launch_ws<WsTraits<KvKind::E4M3, KvSource::PagedRows>>(p, stream);
+      case DType::F8_E5M2:
+        return sm90_ws_fp8_k(p.view) ? launch_ws<WsTraits<KvKind::E5M2, KvSource::PagedRows, 128, true>>(p, stream)
+                                     : launch_ws<WsTraits<KvKind::E5M2, KvSource::PagedRows>>(p, stream);
       default: break;
     }
   }

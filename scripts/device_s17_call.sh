@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 17's call: issue 23's done-when and the product's figures with
+# session 17's defaults (FP8-K picked by sequence length, head dim 64 on
+# three consumer warpgroups, 32-key fp8 decode stages), in one device call,
+# on the binaries of scripts/mutants/build.sh (the control is the product
+# at HEAD):
+#   here:  scripts/mutants/build.sh 28 29 30 32 34 35 36   (build-mutants/carry)
+#   there: D=$OUT; OUT=/tmp/s17 PACK=$D scripts/device_s17_call.sh   (carry build-mutants/carry)
+# 1. scripts/device_s15_call.sh without its A/B, soak and MLA bench: the
+#    issue-23 mutants with the control's suite and GPU tests, the presets
+#    (deepseek-v3 also at decode) and record_features_check.py, at once.
+# 2. Alone on the GPU: `pagecheck bench --shapes decode|prefill` and
+#    scripts/bench_torch.py interleaved twice (pagecheck, peers, pagecheck,
+#    peers; FlashInfer's adapter does not fit beside the mutants in the
+#    carry); then the prefill bench at head dim 64 and with an E4M3 cache,
+#    the decode bench with an E4M3 cache and at block size 1.
+# Logs in $OUT, packed into $PACK/s17.tgz (s17_partial.tgz at WATCHDOG s).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-s17out}
+PACK=${PACK:-.}
+mkdir -p "$OUT"
+: >"$OUT/summary.txt"
+(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s17_partial.tgz" --exclude='*.tgz' .) &
+watchdog=$!
+
+OUT=$OUT/s15 PACK=$OUT SOAK=0 MLA=0 AB="" AB_CHECK="" DIMS="" DIMS_CHECK="" BUDGET=${BUDGET:-300} \
+  WATCHDOG=600 scripts/device_s15_call.sh >"$OUT/s15.log" 2>&1
+echo "step 1 rc=$?" >>"$OUT/summary.txt"
+cat "$OUT/s15/summary.txt" >>"$OUT/summary.txt"
+tail -25 "$OUT/s15/mutants.log" >>"$OUT/summary.txt"
+
+export PATH="/tmp/s15bin:$PATH:/usr/local/cuda/bin" NO_COLOR=1
+mkdir -p "$OUT/bench"
+b() {  # b NAME ARGS...: one timed step, its log and a line in the summary
+  local name=$1
+  shift
+  timeout 150 "$@" >"$OUT/bench/$name.log" 2>&1
+  echo "$name rc=$?" >>"$OUT/summary.txt"
+}
+for r in 1 2; do
+  b dec$r pagecheck bench --shapes decode --paths direct,split,auto --no-checks --json "$OUT/bench/dec$r.json"
+  b pre$r pagecheck bench --shapes prefill --paths prefill,fmha --no-checks --json "$OUT/bench/pre$r.json"
+  b torch$r python3 scripts/bench_torch.py --shapes all
+done
+b pre_d64 pagecheck bench --shapes prefill --head-dim 64 --paths prefill --no-checks --json "$OUT/bench/pre_d64.json"
+b pre_e4m3 pagecheck bench --shapes prefill --kv-dtype F8_E4M3 --paths prefill --no-checks \
+  --json "$OUT/bench/pre_e4m3.json"
+b dec_e4m3 pagecheck bench --shapes decode --kv-dtype F8_E4M3 --paths direct,split,auto --no-checks \
+  --json "$OUT/bench/dec_e4m3.json"
+b dec_bs1 pagecheck bench --shapes decode --block-size 1 --paths direct,split,auto --no-checks \
+  --json "$OUT/bench/dec_bs1.json"
+python3 scripts/bench_summary.py "$OUT/bench" >>"$OUT/summary.txt" 2>&1
+kill "$watchdog" 2>/dev/null
+(cd "$OUT" && tar czf "$PACK/s17.tgz" --exclude='*.tgz' .)
+cat "$OUT/summary.txt"
