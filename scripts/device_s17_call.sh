@@ -13,7 +13,9 @@
 #    scripts/bench_torch.py interleaved twice (pagecheck, peers, pagecheck,
 #    peers; FlashInfer's adapter does not fit beside the mutants in the
 #    carry); then the prefill bench at head dim 64 and with an E4M3 cache,
-#    the decode bench with an E4M3 cache and at block size 1.
+#    the decode bench with an E4M3 cache and at block size 1; the default
+#    suite through prefill with FP8-K on every FP8 case. FP8-K's crossover
+#    is in the second call (scripts/device_s17_prof.sh).
 # Logs in $OUT, packed into $PACK/s17.tgz (s17_partial.tgz at WATCHDOG s).
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +34,11 @@ tail -25 "$OUT/s15/mutants.log" >>"$OUT/summary.txt"
 
 export PATH="/tmp/s15bin:$PATH:/usr/local/cuda/bin" NO_COLOR=1
 mkdir -p "$OUT/bench"
+# FP8-K on every FP8 case (the suite's short ones take the staged kernel by
+# default): the default suite through reference and prefill.
+PAGECHECK_WS_FP8_K_MIN_KEYS=0 timeout 150 pagecheck run --paths reference,prefill --no-timing --require-gpu -q \
+  --json "$OUT/suite_fp8k.json" >"$OUT/suite_fp8k.log" 2>&1
+echo "suite with FP8-K everywhere rc=$?: $(tail -3 "$OUT/suite_fp8k.log" | tr '\n' ' ' | cut -c1-300)" >>"$OUT/summary.txt"
 b() {  # b NAME ARGS...: one timed step, its log and a line in the summary
   local name=$1
   shift

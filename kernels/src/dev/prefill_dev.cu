@@ -633,19 +633,37 @@ int main(int argc, char** argv) {
     std::printf("failures: %d\n", g_failures);
     return g_failures ? 1 : 0;
   }
-  // prof [SEQS LEN BLOCK]: one launch of each for ncu; trace [...]: three
-  // of each (a kernel built with per-work-tile clock stamps writes the last).
+  // prof [SEQS LEN BLOCK [KV [DK]]]: one launch of each for ncu; trace
+  // [...]: three of each (a kernel built with per-work-tile clock stamps
+  // writes the last). KV: bf16 (default; the gather and FMHA run too) or
+  // e4m3 (prefill only, scales 0.5 / 2); DK: 128 (default) or 64.
   if (argc >= 2 && (!std::strcmp(argv[1], "prof") || !std::strcmp(argv[1], "trace"))) {
     const int reps = std::strcmp(argv[1], "trace") == 0 ? 3 : 1;
     const int seqs = argc >= 3 ? std::atoi(argv[2]) : 8, len = argc >= 4 ? std::atoi(argv[3]) : 2048;
     Spec s; s.q_lens.assign(seqs, len); s.seq_lens.assign(seqs, len);
     if (argc >= 5) s.block = std::atoi(argv[4]);
+    if (argc >= 6 && !std::strcmp(argv[5], "e4m3")) {
+      s.kv_dtype = DType::F8_E4M3;
+      s.k_scale = 0.5f;
+      s.v_scale = 2.f;
+    } else if (argc >= 6 && std::strcmp(argv[5], "bf16") != 0) {
+      std::fprintf(stderr, "prof: KV is bf16 or e4m3, not %s\n", argv[5]);
+      return 2;
+    }
+    if (argc >= 7) s.dk = s.dv = std::atoi(argv[6]);
     HostCase c = make_case(s, 1234, false);
     DevCase d = to_device(c);
+    const bool contiguous_too = s.kv_dtype == DType::BF16 && s.dk == 128;  // the gather's FMHA is BF16 d128
     for (int r = 0; r < reps; ++r) {
-      (void)launch_gather(d.view, d.ws, 0);
-      (void)launch_fmha(d.view, d.ws, 0);
-      (void)launch_prefill(d.view, 0);
+      if (contiguous_too) {
+        (void)launch_gather(d.view, d.ws, 0);
+        (void)launch_fmha(d.view, d.ws, 0);
+      }
+      const Status st = launch_prefill(d.view, 0);
+      if (!st.ok()) {
+        std::fprintf(stderr, "prof: %s\n", st.error().describe().c_str());
+        return 1;
+      }
     }
     CK(cudaDeviceSynchronize());
     return 0;
