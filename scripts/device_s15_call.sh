@@ -17,7 +17,7 @@
 # by PyTorch, replayed), and the A/B candidates' dev-driver checks under
 # the sanitizers. Logs and summary.txt in $OUT, packed into
 # $PACK/s15.tgz (s15_partial.tgz at WATCHDOG seconds).
-# Knobs: AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
+# Knobs: MPATHS (the suite's paths for run.sh; default all but fmha), AB (the dev drivers timed), AB_ROUNDS (2), AB_LIMIT (60 s a run),
 # AB_CHECK (those checked), DIMS / DIMS_CHECK (dev drivers timed in `dims`
 # mode after the FP8 A/B / checked beside the others; none by default), SOAK=0 (no soak), MUTANTS=0 (no run.sh), ONLY (the mutants), BUDGET (run.sh's seconds, default 380),
 # SOAK_MINUTES (default 5), WATCHDOG (default 570), PAGECHECK_GZ (a gzipped
@@ -82,7 +82,7 @@ pids=()
 if [ "${MUTANTS:-1}" = 1 ]; then
   # PACK names this script's output folder; run.sh's PACK is the binaries.
   OUT=$OUT/mutants PACK=build-mutants/carry/binaries.tar.xz ONLY="${ONLY:-28 29 30 32 34 35 36}" \
-    PATHS=reference,direct,split,auto,prefill EXTRAS=tests \
+    PATHS=${MPATHS:-reference,direct,split,auto,prefill} EXTRAS=tests \
     BUDGET=${BUDGET:-380} JOBS=8 bash scripts/mutants/run.sh >"$OUT/mutants.log" 2>&1 &
   pids+=($!)
 fi

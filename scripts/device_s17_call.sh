@@ -16,6 +16,9 @@
 #    the decode bench with an E4M3 cache and at block size 1; the default
 #    suite through prefill with FP8-K on every FP8 case. FP8-K's crossover
 #    is in the second call (scripts/device_s17_prof.sh).
+# Knobs: BUDGET (run.sh's seconds, default 300), MPATHS (the suite's paths
+# under run.sh, default all six), PEERS=0 (step 1 alone: issue 23's call,
+# e.g. BUDGET=480 PEERS=0).
 # Logs in $OUT, packed into $PACK/s17.tgz (s17_partial.tgz at WATCHDOG s).
 set -u
 cd "$(dirname "$0")/.."
@@ -23,15 +26,21 @@ OUT=${OUT:-s17out}
 PACK=${PACK:-.}
 mkdir -p "$OUT"
 : >"$OUT/summary.txt"
-(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s17_partial.tgz" --exclude='*.tgz' .) &
+(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s17_partial.tgz" --exclude=s15.tgz .) &
 watchdog=$!
 
 OUT=$OUT/s15 PACK=$OUT SOAK=0 MLA=0 AB="" AB_CHECK="" DIMS="" DIMS_CHECK="" BUDGET=${BUDGET:-300} \
-  WATCHDOG=600 scripts/device_s15_call.sh >"$OUT/s15.log" 2>&1
+  MPATHS=${MPATHS:-reference,direct,split,auto,prefill,fmha} WATCHDOG=600 scripts/device_s15_call.sh >"$OUT/s15.log" 2>&1
 echo "step 1 rc=$?" >>"$OUT/summary.txt"
 cat "$OUT/s15/summary.txt" >>"$OUT/summary.txt"
 tail -25 "$OUT/s15/mutants.log" >>"$OUT/summary.txt"
 
+if [ "${PEERS:-1}" = 0 ]; then  # issue 23's step alone
+  kill "$watchdog" 2>/dev/null
+  (cd "$OUT" && tar czf "$PACK/s17.tgz" --exclude=s15.tgz --exclude=s17_partial.tgz .)
+  cat "$OUT/summary.txt"
+  exit 0
+fi
 export PATH="/tmp/s15bin:$PATH:/usr/local/cuda/bin" NO_COLOR=1
 mkdir -p "$OUT/bench"
 # FP8-K on every FP8 case (the suite's short ones take the staged kernel by
@@ -59,5 +68,5 @@ b dec_bs1 pagecheck bench --shapes decode --block-size 1 --paths direct,split,au
   --json "$OUT/bench/dec_bs1.json"
 python3 scripts/bench_summary.py "$OUT/bench" >>"$OUT/summary.txt" 2>&1
 kill "$watchdog" 2>/dev/null
-(cd "$OUT" && tar czf "$PACK/s17.tgz" --exclude='*.tgz' .)
+(cd "$OUT" && tar czf "$PACK/s17.tgz" --exclude=s15.tgz --exclude=s17_partial.tgz .)
 cat "$OUT/summary.txt"

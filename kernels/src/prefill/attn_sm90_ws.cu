@@ -123,7 +123,7 @@
 // chunked: a win wherever a work tile has several key tiles to amortise the
 // consumers' query split over, a loss at 512 keys. Both kernels are built;
 // sm90_ws_fp8_k below picks by the case's longest sequence
-// (PAGECHECK_WS_FP8_K_MIN_KEYS, default 1024). PAGECHECK_WS_FP8_K=0 at
+// (PAGECHECK_WS_FP8_K_MIN_KEYS, default 1280). PAGECHECK_WS_FP8_K=0 at
 // build time leaves FP8-K out (the staged kernel for every FP8 case).
 #ifndef PAGECHECK_WS_FP8_K
 #define PAGECHECK_WS_FP8_K 1
@@ -1641,16 +1641,18 @@ bool sm90_ws_out_tma_enabled() {
 }
 
 // FP8-K (WsTraits::kFp8K) for FP8 caches whose longest sequence holds
-// PAGECHECK_WS_FP8_K_MIN_KEYS keys or more (default 1024; a developer knob,
+// PAGECHECK_WS_FP8_K_MIN_KEYS keys or more (default 1280; a developer knob,
 // read once; 0 takes it for every FP8 case, a huge value never). The
 // staged kernel below that: the consumers' query split costs each work
-// tile its prologue, which 512 keys (four key tiles, fewer under the
-// causal mask) do not repay (H100, session 17: 185 against 229 TFLOP/s at
-// 16 x 512; 395 against 350 at 8 x 2048).
+// tile its prologue, which short sequences (few key tiles a work tile
+// under the causal mask) do not repay. H100, session 17, E4M3 causal
+// prefill of 4096 tokens, FP8-K against staged (TFLOP/s): 178.0 / 218.0 at
+// 512 keys a sequence, 225.7 / 243.9 at 768, 273.5 / 292.7 at 1024, 323.2
+// / 298.9 at 1536, 369.5 / 326.3 at 2048.
 static bool sm90_ws_fp8_k(const DeviceCaseView& view) {
   static const long min_keys = [] {
     const char* v = std::getenv("PAGECHECK_WS_FP8_K_MIN_KEYS");
-    return v != nullptr ? std::atol(v) : 1024L;
+    return v != nullptr ? std::atol(v) : 1280L;
   }();
   return PAGECHECK_WS_FP8_K != 0 && view.max_seq_len >= min_keys;
 }
