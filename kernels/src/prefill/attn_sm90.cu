@@ -402,7 +402,9 @@ bool sm90_supports(const DeviceCaseView& view, bool contiguous) {
 const char* attn_kernel_name(const DeviceCaseView& view, bool contiguous) {
   if (!sm90_supports(view, contiguous) || !sm90_available()) return "mma.sync";
   if (!sm90_ws_supports(view, contiguous)) return "wgmma (sm_90a)";
-  return contiguous || sm90_ws_uses_tma(view.kv.block_size, view.kv_dtype) ? "wgmma-ws tma (sm_90a)" : "wgmma-ws rows (sm_90a)";
+  if (contiguous || sm90_ws_uses_tma(view.kv.block_size, view.kv_dtype)) return "wgmma-ws tma (sm_90a)";
+  const bool fp8 = view.kv_dtype == DType::F8_E4M3 || view.kv_dtype == DType::F8_E5M2;
+  return fp8 && sm90_ws_fp8_k(view) ? "wgmma-ws rows fp8-k (sm_90a)" : "wgmma-ws rows (sm_90a)";
 }
 
 Status launch_attn_sm90(AttnParams p, bool contiguous, cudaStream_t stream) {

@@ -42,6 +42,9 @@ bool sm90_ws_supports(const DeviceCaseView& view, bool contiguous);
 // (whole boxes) rather than its row producer (cp.async per key; FP8 caches
 // always by rows, widened on the way).
 bool sm90_ws_uses_tma(int block_size, DType kv_dtype);
+// Whether an FP8 cache takes the FP8-K kernel (K as stored on FP8 wgmma)
+// rather than the staged one: its longest sequence (attn_sm90_ws.cu).
+bool sm90_ws_fp8_k(const DeviceCaseView& view);
 Status launch_attn_sm90_ws(AttnParams p, bool contiguous, cudaStream_t stream);
 
 // Launches the sm_90a kernel (the warp-specialised one where it takes the

@@ -1649,7 +1649,7 @@ bool sm90_ws_out_tma_enabled() {
 // prefill of 4096 tokens, FP8-K against staged (TFLOP/s): 178.0 / 218.0 at
 // 512 keys a sequence, 225.7 / 243.9 at 768, 273.5 / 292.7 at 1024, 323.2
 // / 298.9 at 1536, 369.5 / 326.3 at 2048.
-static bool sm90_ws_fp8_k(const DeviceCaseView& view) {
+bool sm90_ws_fp8_k(const DeviceCaseView& view) {
   static const long min_keys = [] {
     const char* v = std::getenv("PAGECHECK_WS_FP8_K_MIN_KEYS");
     return v != nullptr ? std::atol(v) : 1280L;
