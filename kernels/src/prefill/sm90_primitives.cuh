@@ -136,6 +136,12 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
                ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"                                  \
                : PC_WGMMA_D_OPERANDS(d)                                                           \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1))
+#define PC_WGMMA_RS_FP8(TYPE_A, TYPE_B, d, a, desc_b, accumulate)                                \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32." TYPE_A "." TYPE_B " " PC_WGMMA_D_REGS \
+               ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"                                     \
+               : PC_WGMMA_D_OPERANDS(d)                                                           \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate))
 #endif
 
 // D[64 x 2N] (+)= A (smem) * B (smem): m64n128 for 64 accumulators a thread
@@ -167,6 +173,20 @@ __device__ __forceinline__ void wgmma_ss_fp8(float (&d)[64], std::uint64_t a, st
     PC_WGMMA_SS_FP8("e4m3", "e5m2", d, a, b, accumulate);
   else
     PC_WGMMA_SS_FP8("e4m3", "e4m3", d, a, b, accumulate);
+#endif
+}
+// D[64 x 128] (+)= A (registers, E4M3) * B (smem, E4M3 or, kE5M2, E5M2):
+// one k-step of 32 (kernels/src/dev/wgmma_fp8_probe.cu checks the register
+// fragment: thread t of a warp holds rows g and g + 8 (g = lane / 4), k =
+// 4t..4t+3 in a[0] / a[1] and 16+4t..16+4t+3 in a[2] / a[3]).
+template <bool kE5M2>
+__device__ __forceinline__ void wgmma_rs_fp8(float (&d)[64], const std::uint32_t (&a)[4], std::uint64_t b,
+                                             int accumulate) {
+#ifdef PAGECHECK_SM90A_DEVICE
+  if constexpr (kE5M2)
+    PC_WGMMA_RS_FP8("e4m3", "e5m2", d, a, b, accumulate);
+  else
+    PC_WGMMA_RS_FP8("e4m3", "e4m3", d, a, b, accumulate);
 #endif
 }
 // D[64 x 2N] += A (registers) * B (smem): m64n128 for 64 accumulators a
