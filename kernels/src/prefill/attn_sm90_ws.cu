@@ -128,6 +128,16 @@
 #ifndef PAGECHECK_WS_FP8_K
 #define PAGECHECK_WS_FP8_K 1
 #endif
+// FP8-K's P V on FP8 wgmma too (1; an A/B knob, not yet run on a GPU):
+// V kept as stored, transposed by the producer into key-contiguous rows
+// (transpose_unit_fp8) instead of widened to F16, P in two E4M3 parts
+// (pack_p_fp8 in wgmma_tile.cuh: one part misses the default tolerances,
+// tests/test_reference.cpp); a V stage holds 16 KB instead of 32. Needs
+// one staging unit (PAGECHECK_WS_FP8_UNITS=1). kernels/src/dev/
+// wgmma_fp8_probe.cu checks the operand layouts on one tile; run it first.
+#ifndef PAGECHECK_WS_FP8_PV
+#define PAGECHECK_WS_FP8_PV 0
+#endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
@@ -190,6 +200,7 @@ struct WsTraits {
   // FP8 K as stored, S on FP8 wgmma (PAGECHECK_WS_FP8_K); the query in two
   // E4M3 parts made by the consumers (no tensor copy of Q or the output).
   static constexpr bool kFp8K = kFp8 && FP8K_;
+  static constexpr bool kFp8PV = kFp8K && PAGECHECK_WS_FP8_PV;  // P V on FP8 wgmma, V^T as stored
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   // Consumer warpgroups: two (three at head dim 64 where PAGECHECK_WS_D64_WGS says).
   static constexpr int kWGs = DK == 64 ? PAGECHECK_WS_D64_WGS : 2;
@@ -214,6 +225,7 @@ struct WsTraits {
   static constexpr int kQBytes = kBlockM * DK * 2;
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile (16-bit)
   static constexpr int kKTileBytes = kFp8K ? kBlockN * DK : kTileBytes;  // one K tile as the GEMM reads it
+  static constexpr int kVTileBytes = kFp8PV ? kBlockN * DV : kTileBytes;  // one V tile as the GEMM reads it
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
   static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
@@ -255,7 +267,7 @@ struct WsTraits {
   // FP8-K: each query row's power of two (the inverse of its scale), for
   // the threads that hold the row's S.
   static constexpr int kRowScaleBytes = kFp8K ? kBlockM * 4 : 0;
-  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + kStages * (kKTileBytes + kTileBytes) + kBarrierBytes +
+  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + kStages * (kKTileBytes + kVTileBytes) + kBarrierBytes +
                                     kScratchBytes + kStagingBytes + kRowScaleBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kWGs <= kLaunchRegs * kThreads,
@@ -268,6 +280,7 @@ struct WsTraits {
   static_assert(DK != 256 || (!CONTIG && !kFp8), "head dim 256: 16-bit paged caches");
   static_assert(!kFp8 || DK == 128, "FP8 caches at head dim 128 only");
   static_assert(!kFp8K || (kQBytes == 2 * kBlockM * DK && kBlockN == 128), "FP8-K: Q's two E4M3 parts fill a Q buffer");
+  static_assert(!kFp8PV || kFp8Units == 1, "FP8 P V: a warp transposes its 32 staged keys at once (one unit)");
   static_assert(!CONTIG || DK == 128, "the gather's workspace (fmha) is head dim 128");
 };
 
@@ -627,6 +640,61 @@ __device__ __forceinline__ void widen_unit_fp8(std::uint32_t tile, std::uint32_t
   }
 }
 
+// FP8 P V (WsTraits::kFp8PV): P times this before its E4M3 parts (the lazy
+// softmax's largest P, 2^8, lands on E4M3's 448); the output divides it out.
+constexpr float kFp8PScale = 448.f / 256.f;
+
+// FP8 P V's V^T: producer warp pw's 32 staged keys (one unit: key kw's 128
+// bytes at warp_slot + 128 kw, as stage_unit_fp8 leaves them) into columns
+// 32 pw .. 32 pw + 31 of the V^T tile (128 dim rows of 128 key bytes,
+// 128-byte swizzle), column 32 pw + k holding key perm(k) = 2 (k / 4 % 4) +
+// k % 2 + 8 (k % 4 / 2) + 16 (k / 16): the order in which pack_p_fp8's
+// registers present the keys. Lane L takes dims 4 L .. 4 L + 3: a 32-bit
+// load a key (a warp's loads read one 128-byte row: no bank conflicts),
+// 4 x 4 byte transposes by PRMT, a 16-byte store a dim row and 16 keys,
+// the dims rotated by L / 2 so that 8 lanes' stores hit 8 swizzle columns.
+// Other lanes' staged rows: __syncwarp after each lane's own cp.async wait;
+// and again after the reads, before any lane stages into the slot anew.
+__device__ __forceinline__ std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint32_t sel) {
+  std::uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+__device__ __forceinline__ void transpose_unit_fp8(std::uint32_t tile, std::uint32_t warp_slot, int pw, int lane) {
+  __syncwarp();
+  const int n0 = 4 * lane, rot = (lane >> 1) & 3;
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    std::uint32_t out[4][4];  // [dim n0 + d][word i: keys of columns 16 c + 4 i .. + 3]
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int kb = 16 * c + 2 * i;  // columns 16 c + 4 i + {0, 1, 2, 3}: keys kb, kb + 1, kb + 8, kb + 9
+      const std::uint32_t w0 = ld_shared32(warp_slot + kb * 128 + n0);
+      const std::uint32_t w1 = ld_shared32(warp_slot + (kb + 1) * 128 + n0);
+      const std::uint32_t w2 = ld_shared32(warp_slot + (kb + 8) * 128 + n0);
+      const std::uint32_t w3 = ld_shared32(warp_slot + (kb + 9) * 128 + n0);
+      const std::uint32_t t0 = prmt(w0, w1, 0x5140), t1 = prmt(w0, w1, 0x7362);
+      const std::uint32_t t2 = prmt(w2, w3, 0x5140), t3 = prmt(w2, w3, 0x7362);
+      out[0][i] = prmt(t0, t2, 0x5410);
+      out[1][i] = prmt(t0, t2, 0x7632);
+      out[2][i] = prmt(t1, t3, 0x5410);
+      out[3][i] = prmt(t1, t3, 0x7632);
+    }
+#pragma unroll
+    for (int d = 0; d < 4; ++d) {
+      const int dd = (d + rot) & 3;
+      uint4 v;
+      v.x = dd == 0 ? out[0][0] : dd == 1 ? out[1][0] : dd == 2 ? out[2][0] : out[3][0];
+      v.y = dd == 0 ? out[0][1] : dd == 1 ? out[1][1] : dd == 2 ? out[2][1] : out[3][1];
+      v.z = dd == 0 ? out[0][2] : dd == 1 ? out[1][2] : dd == 2 ? out[2][2] : out[3][2];
+      v.w = dd == 0 ? out[0][3] : dd == 1 ? out[1][3] : dd == 2 ? out[2][3] : out[3][3];
+      const int n = n0 + dd, chunk = 2 * pw + c;
+      st_shared16(tile + n * 128 + (((chunk ^ (n & 7)) & 7) << 4), v);
+    }
+  }
+  __syncwarp();
+}
+
 // FP8-K's query (WsTraits::kFp8K): row r of the work tile k, the 64 dims
 // of column half `half` (a pair of consumer threads a row), as two E4M3
 // parts of the row scaled by 2^sh, its largest element in [128, 256): hi =
@@ -699,7 +767,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
   const std::uint32_t k_smem = q_smem + T::kQBuffers * T::kQBytes;    // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kKTileBytes;   // [stage] V tiles
-  const std::uint32_t bars = v_smem + T::kStages * T::kTileBytes;
+  const std::uint32_t bars = v_smem + T::kStages * T::kVTileBytes;
   const std::uint32_t scratch = bars + T::kBarrierBytes;
   const std::uint32_t staging = scratch + T::kScratchBytes;  // FP8: two raw tiles (16-byte aligned)
   const std::uint32_t row_scale = staging + T::kStagingBytes;  // FP8-K: kBlockM floats
@@ -794,10 +862,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const int s = static_cast<int>(c % T::kStages);
       if (unit == 0 && c >= T::kStages)
         mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
-      const std::uint32_t tile = value ? v_smem + s * T::kTileBytes : k_smem + s * T::kKTileBytes;
+      const std::uint32_t tile = value ? v_smem + s * T::kVTileBytes : k_smem + s * T::kKTileBytes;
       const std::uint32_t slot = slot_of(widened);
       cp_async_wait<kAfter>();
-      if (value)
+      if (T::kFp8PV && value)
+        transpose_unit_fp8(tile, slot + pw * 4096, pw, lane);
+      else if (value)
         widen_unit_fp8<T::KV, T::kF16V, kSteps>(tile, slot, slot_lane, dst_lane_fp8, unit * kSteps);
       else
         widen_unit_fp8<T::KV, T::kF16K, kSteps>(tile, slot, slot_lane, dst_lane_fp8, unit * kSteps);
@@ -904,7 +974,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         }
         const int s = static_cast<int>(c % T::kStages);
         if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
-        const std::uint32_t tile = value ? v_smem + s * T::kTileBytes : k_smem + s * T::kKTileBytes;
+        const std::uint32_t tile = value ? v_smem + s * T::kVTileBytes : k_smem + s * T::kKTileBytes;
         const std::uint32_t full = value ? v_full(s) : k_full(s);
         if constexpr (T::kTma) {
           if (value)
@@ -1065,7 +1135,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, q_wg, q_lo_wg, ks, split_q);
     };
     const auto issue_pv_tile = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-      issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
+      if constexpr (T::kFp8PV)
+        issue_pv_fp8<T::KV == KvKind::E5M2, kBlockN>(o, pa, vs);
+      else
+        issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
     };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
@@ -1100,7 +1173,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         softmax_rows_lazy<T::kPolyEvery>(sacc, m, l, alphas, exp_scale);
     };
     const auto to_operand = [&](const float (&sacc)[T::kSFloats], std::uint32_t (&pa)[kBlockN / 16][4]) {
-      pack_p<T::kF16V, kBlockN>(sacc, pa);
+      if constexpr (T::kFp8PV)
+        pack_p_fp8<kBlockN>(sacc, pa, kFp8PScale);
+      else
+        pack_p<T::kF16V, kBlockN>(sacc, pa);
     };
 
     const auto run_tiles = [&](auto softcap_c) {
@@ -1140,7 +1216,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_commit();
         mbar_wait(v_full(sp), static_cast<int>(((c - 1) / T::kStages) & 1));
         landed();
-        issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
+        issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
@@ -1176,7 +1252,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         turn_sync();
         WS_TRACE(5);
         wgmma_fence();
-        issue_pv_tile(pa, v_smem + sp * T::kTileBytes);
+        issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
         wgmma_commit();
         turn_pass();
         wgmma_wait<0>();
@@ -1212,7 +1288,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       // Approximate division and log2 (sum >= 1: the row's largest term is
       // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
       // their slow paths (clock stamps, session 8).
-      inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep, sum) : 0.f;
+      inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
       lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
     }
     WS_TRACE_EPI(10);

@@ -8,6 +8,9 @@
 // nb, s[nb * 4 + 2 h + e] = row g + 8 h, key 8 nb + 2 t + e (t = lane % 4).
 #pragma once
 
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
 #include <cmath>
 #include <cstdint>
 
@@ -198,6 +201,55 @@ __device__ __forceinline__ void pack_p(const float (&s)[kKeys / 2], std::uint32_
     pa[kk][1] = pack2<kF16>(s[8 * kk + 2], s[8 * kk + 3]);
     pa[kk][2] = pack2<kF16>(s[8 * kk + 4], s[8 * kk + 5]);
     pa[kk][3] = pack2<kF16>(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+// FP8 P V (attn_sm90_ws.cu, PAGECHECK_WS_FP8_PV): P of a 128-key tile as
+// the A operand of m64n128k32 E4M3 wgmma from registers, in two parts (hi =
+// E4M3(p scale), lo = E4M3(p scale - hi): one part misses the default
+// tolerances, tests/test_reference.cpp), with no shuffle: pa[2 c] (hi) and
+// pa[2 c + 1] (lo) of 32-key step c hold this thread's S entries as they
+// lie, keys 32 c + {2t, 2t+1, 8+2t, 9+2t} in registers 0 (row g) and 1
+// (row g + 8), 32 c + 16 + the same in 2 and 3; wgmma reads them as k =
+// 4t..4t+3 and 16+4t..16+4t+3, so V^T's columns follow that key order
+// (transpose_unit_fp8). `scale` keeps the lazy softmax's largest P (2^8)
+// inside E4M3's 448.
+__device__ __forceinline__ void split_e4m3x4(float a, float b, float c, float d, std::uint32_t& hi,
+                                             std::uint32_t& lo) {
+  const __nv_fp8x2_storage_t h0 = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t h1 = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  const __half2_raw r0 = __nv_cvt_fp8x2_to_halfraw2(h0, __NV_E4M3);
+  const __half2_raw r1 = __nv_cvt_fp8x2_to_halfraw2(h1, __NV_E4M3);
+  const float2 f0 = __half22float2(*reinterpret_cast<const __half2*>(&r0));
+  const float2 f1 = __half22float2(*reinterpret_cast<const __half2*>(&r1));
+  const __nv_fp8x2_storage_t l0 = __nv_cvt_float2_to_fp8x2(make_float2(a - f0.x, b - f0.y), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8x2_storage_t l1 = __nv_cvt_float2_to_fp8x2(make_float2(c - f1.x, d - f1.y), __NV_SATFINITE, __NV_E4M3);
+  hi = static_cast<std::uint32_t>(h0) | static_cast<std::uint32_t>(h1) << 16;
+  lo = static_cast<std::uint32_t>(l0) | static_cast<std::uint32_t>(l1) << 16;
+}
+template <int kKeys>
+__device__ __forceinline__ void pack_p_fp8(const float (&s)[kKeys / 2], std::uint32_t (&pa)[kKeys / 16][4],
+                                           float scale) {
+#pragma unroll
+  for (int c = 0; c < kKeys / 32; ++c) {
+    const float* b = s + 16 * c;  // n8 blocks 4c .. 4c + 3: [4 j + e] row g, [4 j + 2 + e] row g + 8
+    split_e4m3x4(b[0] * scale, b[1] * scale, b[4] * scale, b[5] * scale, pa[2 * c][0], pa[2 * c + 1][0]);
+    split_e4m3x4(b[2] * scale, b[3] * scale, b[6] * scale, b[7] * scale, pa[2 * c][1], pa[2 * c + 1][1]);
+    split_e4m3x4(b[8] * scale, b[9] * scale, b[12] * scale, b[13] * scale, pa[2 * c][2], pa[2 * c + 1][2]);
+    split_e4m3x4(b[10] * scale, b[11] * scale, b[14] * scale, b[15] * scale, pa[2 * c][3], pa[2 * c + 1][3]);
+  }
+}
+// O += (P_hi + P_lo) V over V^T (128 dim rows of 128 key bytes, 128-byte
+// swizzled, as FP8-K's K tile; E5M2 values with kE5M2): two k-steps of 32
+// keys each 32 bytes on.
+template <bool kE5M2, int kKeys>
+__device__ __forceinline__ void issue_pv_fp8(float (&o)[64], const std::uint32_t (&pa)[kKeys / 16][4],
+                                             std::uint32_t vs) {
+#pragma unroll
+  for (int c = 0; c < kKeys / 32; ++c) {
+    const std::uint64_t dv = smem_desc(vs + c * 32, 16, 1024);
+    wgmma_rs_fp8<kE5M2>(o, pa[2 * c], dv, 1);
+    wgmma_rs_fp8<kE5M2>(o, pa[2 * c + 1], dv, 1);
   }
 }
 
