@@ -138,6 +138,15 @@
 #ifndef PAGECHECK_WS_FP8_PV
 #define PAGECHECK_WS_FP8_PV 0
 #endif
+// FP8-K's query by the producer's tensor copy (1; an A/B knob, not yet run
+// on a GPU): a BF16 query's tile arrives a work tile ahead, as for the
+// 16-bit kernels, and the consumers split it in shared memory instead of
+// loading it from global memory at the work tile's start, the prologue that
+// costs FP8-K its short sequences (H100, session 17: 185 against the staged
+// kernel's 229 TFLOP/s at 16 x 512).
+#ifndef PAGECHECK_WS_FP8K_QTMA
+#define PAGECHECK_WS_FP8K_QTMA 0
+#endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
@@ -704,6 +713,9 @@ __device__ __forceinline__ void transpose_unit_fp8(std::uint32_t tile, std::uint
 // largest go to E4M3's subnormals). 2^-sh goes to row_scale[r] for the
 // softmax. Rows past the sequence's query are zeros (scale 1).
 template <int kBlockM>
+__device__ __forceinline__ void split_q_fp8_parts(const float (&f)[8][8], int r, int half, std::uint32_t q_buf,
+                                                  std::uint32_t row_scale);
+template <int kBlockM>
 __device__ __forceinline__ void load_q_fp8_parts(const DeviceCaseView& view, const Work& k, int group, int r,
                                                  int half, std::uint32_t q_buf, std::uint32_t row_scale) {
   const int row = k.row0 + r;
@@ -721,6 +733,34 @@ __device__ __forceinline__ void load_q_fp8_parts(const DeviceCaseView& view, con
 #pragma unroll
       for (int i = 0; i < 8; ++i) f[c][i] = 0.f;
   }
+  split_q_fp8_parts<kBlockM>(f, r, half, q_buf, row_scale);
+}
+// The same from a Q tile the producer's tensor copy left in q_buf (BF16,
+// 128-byte swizzled rows in two 64-dim column halves, as the 16-bit kernels
+// read it; PAGECHECK_WS_FP8K_QTMA), converted in place: the warpgroup's
+// threads all read their rows (`sync`, a named barrier of the warpgroup)
+// before any writes its parts over them. Rows past the sequence's query
+// hold other tokens (or zeros): their outputs are never stored.
+template <int kBlockM, class Sync>
+__device__ __forceinline__ void convert_q_fp8_parts(int r, int half, std::uint32_t q_buf, std::uint32_t row_scale,
+                                                    Sync sync) {
+  float f[8][8];
+#pragma unroll
+  for (int c = 0; c < 8; ++c) {
+    const uint4 v = ld_shared16(q_buf + sw128<kBlockM>(r, half * 8 + c));
+    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[c][2 * i] = __uint_as_float(w[i] << 16);
+      f[c][2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  }
+  sync();
+  split_q_fp8_parts<kBlockM>(f, r, half, q_buf, row_scale);
+}
+template <int kBlockM>
+__device__ __forceinline__ void split_q_fp8_parts(const float (&f)[8][8], int r, int half, std::uint32_t q_buf,
+                                                  std::uint32_t row_scale) {
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < 8; ++c)
@@ -1095,8 +1135,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     const std::uint32_t q_lo_fp8 = q_wg + kBlockM * 128;
     float q_inv[2] = {1.f, 1.f};
     if constexpr (T::kFp8K) {
-      load_q_fp8_parts<kBlockM>(view, k, group, wg * 64 + wg_thread / 2, wg_thread % 2, q_smem + q_buf * T::kQBytes,
-                                row_scale);
+      if (p.q_tma) {
+        mbar_wait(q_full(q_buf), static_cast<int>((item / T::kQBuffers) & 1));
+        convert_q_fp8_parts<kBlockM>(wg * 64 + wg_thread / 2, wg_thread % 2, q_smem + q_buf * T::kQBytes, row_scale,
+                                     [&] { named_sync(kQBar + wg, 128); });
+      } else {
+        load_q_fp8_parts<kBlockM>(view, k, group, wg * 64 + wg_thread / 2, wg_thread % 2, q_smem + q_buf * T::kQBytes,
+                                  row_scale);
+      }
       fence_proxy_async();
       named_sync(kQBar + wg, 128);  // this warpgroup's Q rows are in
       q_inv[0] = __uint_as_float(ld_shared32(row_scale + (wg_row + g) * 4));
@@ -1600,7 +1646,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   {
     const DType operand = T::kF16K ? DType::F16 : DType::BF16;
     const int group = a.group;
-    p.q_tma = !T::kFp8K && !p.a.split_query && view.query_dtype == operand && group >= 1 && group <= T::kBlockM &&
+    // FP8-K: the consumers make Q's E4M3 parts, from the query in global
+    // memory, or (PAGECHECK_WS_FP8K_QTMA, BF16 queries) from the tile the
+    // producer's tensor copy brings a work tile ahead.
+    p.q_tma = (!T::kFp8K || PAGECHECK_WS_FP8K_QTMA) && !p.a.split_query && view.query_dtype == operand && group >= 1 &&
+              group <= T::kBlockM &&
               T::kBlockM % group == 0 && view.num_tokens > 0 && view.num_tokens <= INT_MAX;
     if (p.q_tma && !make_token_rows_map(p.query_map, T::kF16K, const_cast<void*>(view.query), T::DK, view.q_heads,
                                         view.num_tokens, group, T::kBlockM / group, CU_TENSOR_MAP_L2_PROMOTION_L2_256B))
@@ -1609,7 +1659,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     // shape (tokens x query heads x DV), from the Q buffers the producer
     // fills, whole tokens' groups in a warp's 16 rows.
     const bool out16 = view.output_dtype == DType::BF16 || view.output_dtype == DType::F16;
-    p.o_tma = p.q_tma && out16 && 16 % group == 0 && sm90_ws_out_tma_enabled() &&
+    p.o_tma = !T::kFp8K && p.q_tma && out16 && 16 % group == 0 && sm90_ws_out_tma_enabled() &&
               reinterpret_cast<std::uintptr_t>(view.output) % 16 == 0;
     if (p.o_tma && !make_token_rows_map(p.out_map, view.output_dtype == DType::F16, view.output, T::DV, view.q_heads,
                                         view.num_tokens, group, 16 / group, CU_TENSOR_MAP_L2_PROMOTION_NONE))
