@@ -635,7 +635,7 @@ TEST_CASE("default tolerances pass a tensor-core kernel's rounding of P on the s
   CHECK(wrong_pages == checked);  // the failing direction ran on every case, not only the passing one
 }
 
-// attn_sm90_ws.cu's FP8-K build (PAGECHECK_WS_FP8_K=1) runs S = Q K^T on FP8
+// attn_sm90_ws.cu's FP8-K kernel (FP8 caches of 1280+ keys) runs S = Q K^T on FP8
 // tensor cores over K as stored, with the query as two E4M3 parts: each
 // row scaled by 2^sh so that its largest element lies in [128, 256), hi =
 // E4M3(q 2^sh), lo = E4M3(q 2^sh - hi) (load_q_fp8_parts), so each element
@@ -663,17 +663,13 @@ std::vector<double> fp8k_query(const Case& c) {
   }
   return q;
 }
-}  // namespace
 
-// Before that build runs on a GPU: the default tolerances (FP8 caches: 2e-2,
-// whatever the query's type) pass its arithmetic on every FP8 prefill case
-// of the suite that the warp-specialised kernel takes (head dim 128), with P
-// rounded to F16 for P V as its V operand is, and the output written in the
-// query's type; and a wrong page still fails.
-TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts on the suite's FP8 prefill cases") {
-  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(448.f)) == 448.f);  // saturating, as __NV_SATFINITE
-  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(1000.f)) == 448.f);
-  int checked = 0, wrong_pages = 0;
+// Runs fn(c, reference, emulated) on each FP8 prefill case of the default
+// suite that the warp-specialised kernel takes (head dim 128), `emulated`
+// being c with its query as FP8-K splits it (fp8k_query); returns how many.
+template <class Fn>
+int for_each_fp8k_prefill_case(Fn&& fn) {
+  int checked = 0;
   for (const SuiteCase& sc : default_suite_cases()) {
     const SyntheticSpec& spec = sc.spec;
     if (!is_fp8(spec.kv_dtype) || spec.query_mode == QueryMode::Decode || spec.latent) continue;
@@ -686,24 +682,39 @@ TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts o
     auto ref = reference_attention(c);
     REQUIRE(ref.ok());
     Case emulated = c;
-    const std::vector<double> q = fp8k_query(c);
-    emulated.query = Tensor::from_doubles(DType::F32, c.query.shape, q);
+    emulated.query = Tensor::from_doubles(DType::F32, c.query.shape, fp8k_query(c));
+    fn(c, *ref, emulated);
+    ++checked;
+  }
+  return checked;
+}
+}  // namespace
+
+// Before that build runs on a GPU: the default tolerances (FP8 caches: 2e-2,
+// whatever the query's type) pass its arithmetic on every FP8 prefill case
+// of the suite that the warp-specialised kernel takes (head dim 128), with P
+// rounded to F16 for P V as its V operand is, and the output written in the
+// query's type; and a wrong page still fails.
+TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts on the suite's FP8 prefill cases") {
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(448.f)) == 448.f);  // saturating, as __NV_SATFINITE
+  CHECK(fp8_e4m3_to_float(float_to_fp8_e4m3(1000.f)) == 448.f);
+  int wrong_pages = 0;
+  const int checked = for_each_fp8k_prefill_case([&](const Case& c, const ReferenceResult& ref, const Case& emulated) {
     const auto kernel_like = scalar_attention(emulated, DType::F16, true);
     const auto written = [&](const std::vector<double>& v) { return written_as_query(c, v); };
     const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
-    CHECK(compare(c, written(kernel_like.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches == 0);
+    CHECK(compare(c, written(kernel_like.output), ref.output, c.v_head_dim(), tol, false, ref.lse).mismatches == 0);
     const std::vector<float> lse(kernel_like.lse.begin(), kernel_like.lse.end());
-    CHECK(compare(c, lse, ref->lse, 1, default_lse_tolerance(c.query.dtype, c.key_cache.dtype)).mismatches == 0);
+    CHECK(compare(c, lse, ref.lse, 1, default_lse_tolerance(c.query.dtype, c.key_cache.dtype)).mismatches == 0);
 
     // The longest sequence's last page replaced by one it does not hold.
     if (const auto wrong_page = with_foreign_page(c, true)) {
       auto got = reference_attention(*wrong_page);
       REQUIRE(got.ok());
-      CHECK(compare(c, written(got->output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
+      CHECK(compare(c, written(got->output), ref.output, c.v_head_dim(), tol, false, ref.lse).mismatches > 0);
       ++wrong_pages;
     }
-    ++checked;
-  }
+  });
   CHECK(checked >= 3);
   CHECK(wrong_pages == checked);  // the failing direction ran on every case, not only the passing one
 }
@@ -719,31 +730,18 @@ TEST_CASE("default tolerances pass the FP8-K prefill kernel's E4M3 query parts o
 // running reference: x 448/256, so the largest lands on E4M3's 448 and the
 // smallest lose bits to its subnormals); and a wrong page still fails.
 TEST_CASE("default tolerances pass an FP8 P V's two-part E4M3 P on the suite's FP8 prefill cases") {
-  int checked = 0, wrong_pages = 0;
-  for (const SuiteCase& sc : default_suite_cases()) {
-    const SyntheticSpec& spec = sc.spec;
-    if (!is_fp8(spec.kv_dtype) || spec.query_mode == QueryMode::Decode || spec.latent) continue;
-    if (spec.head_dim != 128 || (spec.v_head_dim != 0 && spec.v_head_dim != 128)) continue;
-    CAPTURE(spec.name);
-    auto made = generate_case(spec);
-    REQUIRE(made.ok());
-    const Case& c = *made;
-    if (c.head_dim() != 128 || c.v_head_dim() != 128) continue;
-    auto ref = reference_attention(c);
-    REQUIRE(ref.ok());
-    Case emulated = c;
-    emulated.query = Tensor::from_doubles(DType::F32, c.query.shape, fp8k_query(c));
+  int wrong_pages = 0;
+  const int checked = for_each_fp8k_prefill_case([&](const Case& c, const ReferenceResult& ref, const Case& emulated) {
     const auto kernel_like = scalar_attention(emulated, DType::F8_E4M3, true, 2, 448.0 / 256.0);
     const auto written = [&](const std::vector<double>& v) { return written_as_query(c, v); };
     const Tolerance tol = default_tolerance(c.query.dtype, c.key_cache.dtype);
-    CHECK(compare(c, written(kernel_like.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches == 0);
+    CHECK(compare(c, written(kernel_like.output), ref.output, c.v_head_dim(), tol, false, ref.lse).mismatches == 0);
     if (const auto wrong_page = with_foreign_page(emulated, true)) {
       const auto got = scalar_attention(*wrong_page, DType::F8_E4M3, true, 2, 448.0 / 256.0);
-      CHECK(compare(c, written(got.output), ref->output, c.v_head_dim(), tol, false, ref->lse).mismatches > 0);
+      CHECK(compare(c, written(got.output), ref.output, c.v_head_dim(), tol, false, ref.lse).mismatches > 0);
       ++wrong_pages;
     }
-    ++checked;
-  }
+  });
   CHECK(checked >= 3);
   CHECK(wrong_pages == checked);
 }
