@@ -150,6 +150,20 @@
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
+// The next work tile's S_0 in the turn of this one's last P V (1; an A/B
+// knob, not yet run on a GPU): the tensor cores run it under this work
+// tile's epilogue, which both consumer warpgroups reach at about the same
+// time (the boundary that bounds 16 x 512: 2.5 key tiles a work tile).
+// Taken where the next work tile's query is there by tensor copy and this
+// one's output leaves by tensor copy with every row real (kEarlyS, and the
+// run-time test before the last P V); the row sums and scales are made
+// before that turn, so that nothing but the output's staging (no branch)
+// runs while S_0 is in flight, then the wait, then the copies. Session 3's
+// ws5 carried O, P and S across the work loop and lost 26%; here only S
+// crosses the boundary, already retired.
+#ifndef PAGECHECK_WS_EARLY_S
+#define PAGECHECK_WS_EARLY_S 0
+#endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
 // buffers with room to spare). Two measured faster than three (H100,
 // session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
@@ -223,6 +237,9 @@ struct WsTraits {
   // one at head dim 256 (64 KB a buffer: two do not fit beside the K/V
   // stages), and no split query there (its lo rows take buffer 1).
   static constexpr int kQBuffers = DK == 256 ? 1 : 2;
+  // The next work tile's S_0 under this one's epilogue (PAGECHECK_WS_EARLY_S):
+  // 16-bit query by tensor copy into the other Q buffer.
+  static constexpr bool kEarlyS = PAGECHECK_WS_EARLY_S && !kFp8K && kQBuffers == 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
@@ -1116,13 +1133,24 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   // epilogue, so their latency (about 1000 cycles between two work tiles,
   // clock stamps, H100) runs under it.
   WorkAhead ahead = fetch_work<kBlockM, kBlockN>(p, blockIdx.x);
+  // S of the key tile in hand. With kEarlyS it crosses the work loop: the
+  // next work tile's S_0, issued in this one's last turn (pre: the work
+  // tile `next` whose S_0 is in it, retired, its Q waited for).
+  float sacc[T::kSFloats];
+  Work next;
+  bool pre = false;
   while (ahead.w < p.num_work) {
     Work k;
     WS_TRACE(0);
-    if (!finish_work<kBlockM, kBlockN>(p, ahead, k)) {
+    if (T::kEarlyS && pre) {
+      k = next;
+    } else if (!finish_work<kBlockM, kBlockN>(p, ahead, k)) {
       ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
       continue;
     }
+    // kEarlyS: the work tile after this one is decoded before the last P V
+    // (its loads land under the key tiles).
+    if constexpr (T::kEarlyS) ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
     WS_TRACE(1);
     WS_TRACE_AT(8, k.num_tiles);
     WS_TRACE_AT(9, ahead.w);
@@ -1148,7 +1176,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       q_inv[0] = __uint_as_float(ld_shared32(row_scale + (wg_row + g) * 4));
       q_inv[1] = __uint_as_float(ld_shared32(row_scale + (wg_row + g + 8) * 4));
     } else if (p.q_tma) {
-      mbar_wait(q_full(q_buf), static_cast<int>((item / T::kQBuffers) & 1));
+      if (!(T::kEarlyS && pre)) mbar_wait(q_full(q_buf), static_cast<int>((item / T::kQBuffers) & 1));
     } else {
       // This warpgroup's 64 Q rows -> smem (operand type); rows past the
       // sequence's query are zeros. Its previous S GEMMs have completed.
@@ -1225,12 +1253,87 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         pack_p<T::kF16V, kBlockN>(sacc, pa);
     };
 
+    // kEarlyS: the row sums, scales and LSEs (made before the last turn
+    // where this work tile's last P V carries the next one's S_0), and
+    // whether it does.
+    float inv[2], lse[2];
+    bool early = false;
+    const auto row_stats = [&] {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float sum = row_sum(l[h]), m_row = m[h];
+        const int row = k.row0 + wg_row + g + 8 * h;
+        const int head = k.kv_head * group + (row - static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group)) * group);
+        const float keep = add_sink_row(view.sinks, head, m_row, sum);
+        // Approximate division and log2 (sum >= 1: the row's largest term is
+        // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
+        // their slow paths (clock stamps, session 8).
+        inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
+        lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
+      }
+    };
+
+    // The row LSEs, stored after the Q buffer's release (a global store
+    // before the proxy fence would hold that fence until it completes).
+    const auto store_lse = [&] {
+      if (view.lse == nullptr || t != 0) return;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = k.row0 + wg_row + g + 8 * h;
+        if (row >= k.rows_total) continue;
+        const int row_token = static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group));
+        view.lse[(k.q_begin + row_token) * view.q_heads + k.kv_head * group + (row - row_token * group)] = lse[h];
+      }
+    };
+    // 16-bit outputs are staged in this warpgroup's rows of the work tile's
+    // Q buffer (its S GEMMs are done), 16-byte chunks XOR-swizzled by row as
+    // Q has them. One stmatrix.x4 per two n8 blocks: matrix k is block
+    // d + k / 2, rows 8 (k % 2) .. + 7 of the warp's 16; lane L gives the
+    // address of row L % 8 of matrix L / 8 (8 stores where st.shared.b32
+    // took 32).
+    const bool f16_out = view.output_dtype == DType::F16;
+    const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
+    const auto stage_rows = [&] {
+      const std::uint32_t row_base = stage + ((lane / 8) % 2 * 8 + lane % 8) * 128;
+#pragma unroll
+      for (int d = 0; d < kDBlocks; d += 2) {
+        std::uint32_t r[4];
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+          const int dd = d + m / 2, h = m % 2;
+          const float x = o[dd * 4 + 2 * h] * inv[h], y = o[dd * 4 + 2 * h + 1] * inv[h];
+          r[m] = f16_out ? pack2<true>(x, y) : pack2<false>(x, y);
+        }
+        const int chunk = d + lane / 16;
+        stmatrix_x4(row_base + (chunk >> 3) * (kBlockM * 128) + (((chunk & 7) ^ (lane % 8)) << 4), r[0], r[1], r[2],
+                    r[3]);
+      }
+    };
+    // The staged rows by two tensor copies (column halves) of 16 / group
+    // tokens from lane 0, after every lane's proxy fence (o_tma).
+    const auto store_out_tma = [&] {
+      if (lane == 0) {
+        const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);
+        const int head0 = k.kv_head * group;
+#pragma unroll
+        for (int h = 0; h < T::kHalves; ++h)
+          tma_store_3d(&p.out_map, stage + h * (kBlockM * 128), 64 * h, head0, token0);
+        bulk_commit();
+      }
+      out_pending = q_buf;
+    };
+
     const auto run_tiles = [&](auto softcap_c) {
       std::uint32_t pa[kBlockN / 16][4];
-      float sacc[T::kSFloats];
       float alphas[2];
-      // Tile 0: S alone.
-      {
+      if (T::kEarlyS && pre) {
+        // Tile 0's S came in the last turn of the work tile before, retired
+        // (and its K stage released) in its epilogue.
+        softmax(softcap_c, sacc, k.tile_first, alphas);
+        to_operand(sacc, pa);
+        finish_out_store();  // the work tile before's output copies (issued just before)
+      } else {
+        // Tile 0: S alone.
         const int s = static_cast<int>(count % T::kStages);
         mbar_wait(k_full(s), static_cast<int>((count / T::kStages) & 1));
         landed();
@@ -1293,19 +1396,67 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       {
         const std::int64_t c = count + k.num_tiles - 1;
         const int sp = static_cast<int>(c % T::kStages);
+        // kEarlyS: the next work tile's S_0 in this turn, where its query and
+        // its first K tile are in and this one's output leaves whole by
+        // tensor copies (every warp's rows real, so every warp takes the
+        // same branch in the epilogue and every warpgroup the same turns).
+        std::uint32_t early_q = 0, early_k = 0;
+        int early_s = 0;
+        if constexpr (T::kEarlyS) {
+          early = p.o_tma && p.q_tma && k.num_tiles >= 2 && k.row0 + kBlockM <= k.rows_total &&
+                  ahead.w < p.num_work && finish_work<kBlockM, kBlockN>(p, ahead, next) && next.num_tiles > 0;
+          early = __all_sync(0xffffffffu, early);  // uniform by construction; the vote says so to ptxas
+          row_stats();
+          if (early) {
+            const std::int64_t cn = c + 1;
+            const int sn = static_cast<int>(cn % T::kStages), qn = static_cast<int>((item + 1) % T::kQBuffers);
+            early_q = q_smem + qn * T::kQBytes + wg * 64 * 128;
+            early_k = k_smem + sn * T::kKTileBytes;
+            early_s = sn;
+            mbar_wait(q_full(qn), static_cast<int>(((item + 1) / T::kQBuffers) & 1));
+            mbar_wait(k_full(sn), static_cast<int>((cn / T::kStages) & 1));
+          }
+        }
         mbar_wait(v_full(sp), static_cast<int>((c / T::kStages) & 1));
         landed();
-        turn_sync();
-        WS_TRACE(5);
-        wgmma_fence();
-        issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
-        wgmma_commit();
-        turn_pass();
-        wgmma_wait<0>();
-        fence_regs(o);
-        fence_regs_u(pa);
-        WS_TRACE(6);
-        release(v_empty(sp));
+        if (T::kEarlyS && early) {
+          // The whole of S_0's flight in this branch (no join before its
+          // wait: a path on which the softmax rewrote S before the wait
+          // would serialise every wgmma, C7515): P V and S_0, P V's wait,
+          // this work tile's output staged (branch-free), S_0's wait, the
+          // copies.
+          turn_sync();
+          wgmma_fence();
+          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+          wgmma_commit();
+          issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, early_q, q_lo_wg, early_k, false);
+          wgmma_commit();
+          turn_pass();
+          wgmma_wait<1>();  // P V done; S_0 of the next work tile runs under the staging
+          fence_regs(o);
+          fence_regs_u(pa);
+          release(v_empty(sp));
+          stage_rows();
+          fence_proxy_async();
+          __syncwarp();
+          wgmma_wait<0>();
+          fence_regs(sacc);
+          release(k_empty(early_s));
+          store_out_tma();
+          store_lse();
+        } else {
+          turn_sync();
+          WS_TRACE(5);
+          wgmma_fence();
+          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+          wgmma_commit();
+          turn_pass();
+          wgmma_wait<0>();
+          fence_regs(o);
+          fence_regs_u(pa);
+          WS_TRACE(6);
+          release(v_empty(sp));
+        }
       }
       count += k.num_tiles;
     };
@@ -1315,7 +1466,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       else
         run_tiles(std::false_type{});
     }
-    ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
+    pre = false;
+    if (T::kEarlyS && early) {  // its output is on its way, the next work tile's S_0 in sacc
+      pre = true;
+      ++item;
+      continue;
+    }
+    if constexpr (!T::kEarlyS) ahead = fetch_work<kBlockM, kBlockN>(p, ahead.w + gridDim.x);
     // The output. 16-bit outputs go through shared memory: this
     // warpgroup's rows of the work tile's Q buffer (its S GEMMs are done;
     // each warp takes its own 16 rows, two 128-byte column halves per row as
@@ -1324,56 +1481,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     // accumulators, a warp's instruction wrote 16 bytes into each of 8 rows:
     // half of every 32-byte sector, 49% excess sectors by Nsight Compute at
     // 16 x 512 (where O is twice the K/V bytes). Other outputs: store2.
-    float inv[2], lse[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float sum = row_sum(l[h]), m_row = m[h];
-      const int row = k.row0 + wg_row + g + 8 * h;
-      const int head = k.kv_head * group + (row - static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group)) * group);
-      const float keep = add_sink_row(view.sinks, head, m_row, sum);
-      // Approximate division and log2 (sum >= 1: the row's largest term is
-      // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
-      // their slow paths (clock stamps, session 8).
-      inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
-      lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
-    }
+    if (!(T::kEarlyS && early)) row_stats();
     WS_TRACE_EPI(10);
-    // The row LSEs, stored after the Q buffer's release (a global store
-    // before the proxy fence would hold that fence until it completes).
-    const auto store_lse = [&] {
-      if (view.lse == nullptr || t != 0) return;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = k.row0 + wg_row + g + 8 * h;
-        if (row >= k.rows_total) continue;
-        const int row_token = static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group));
-        view.lse[(k.q_begin + row_token) * view.q_heads + k.kv_head * group + (row - row_token * group)] = lse[h];
-      }
-    };
     const DType odt = view.output_dtype;
     if (odt == DType::BF16 || odt == DType::F16) {
-      const bool f16_out = odt == DType::F16;
-      const std::uint32_t stage = q_smem + q_buf * T::kQBytes + wg_row * 128;  // this warp's row 0, column half 0
       finish_out_store();  // a work tile without key tiles came between
-      {
-        // One stmatrix.x4 per two n8 blocks: matrix k is block d + k / 2,
-        // rows 8 (k % 2) .. + 7 of the warp's 16; lane L gives the address
-        // of row L % 8 of matrix L / 8 (8 stores where st.shared.b32 took 32).
-        const std::uint32_t row_base = stage + ((lane / 8) % 2 * 8 + lane % 8) * 128;
-#pragma unroll
-        for (int d = 0; d < kDBlocks; d += 2) {
-          std::uint32_t r[4];
-#pragma unroll
-          for (int m = 0; m < 4; ++m) {
-            const int dd = d + m / 2, h = m % 2;
-            const float x = o[dd * 4 + 2 * h] * inv[h], y = o[dd * 4 + 2 * h + 1] * inv[h];
-            r[m] = f16_out ? pack2<true>(x, y) : pack2<false>(x, y);
-          }
-          const int chunk = d + lane / 16;
-          stmatrix_x4(row_base + (chunk >> 3) * (kBlockM * 128) + (((chunk & 7) ^ (lane % 8)) << 4), r[0], r[1], r[2],
-                      r[3]);
-        }
-      }
+      stage_rows();
       // (A vote, so that ptxas knows the branch is uniform: with a divergent
       // one here, or a release by some warps alone, it serialised every
       // wgmma of the kernel, C7520.)
@@ -1384,15 +1497,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         fence_proxy_async();
         __syncwarp();
         WS_TRACE_EPI(11);
-        if (lane == 0) {
-          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);
-          const int head0 = k.kv_head * group;
-#pragma unroll
-          for (int h = 0; h < T::kHalves; ++h)
-            tma_store_3d(&p.out_map, stage + h * (kBlockM * 128), 64 * h, head0, token0);
-          bulk_commit();
-        }
-        out_pending = q_buf;
+        store_out_tma();
         // One Q buffer (head dim 256): the producer needs it back before the
         // next work tile's Q, so the copies' reads are waited for here.
         if constexpr (T::kQBuffers == 1) finish_out_store();
