@@ -222,10 +222,10 @@ mutant("24-ws-gqa-mapping",
        "wrong GQA mapping: the warp-specialised kernel stores KV head h's 16-bit output rows from query head h on "
        "(tensor copies) and to head (row % group) * kv_heads + h (per-lane stores, interleaved)",
        ("kernels/src/prefill/attn_sm90_ws.cu",
-        "          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
-        "          const int head0 = k.kv_head * group;\n",
-        "          const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
-        "          const int head0 = k.kv_head;\n"),
+        "        const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
+        "        const int head0 = k.kv_head * group;\n",
+        "        const int token0 = static_cast<int>(k.q_begin + (k.row0 + wg_row) / group);\n"
+        "        const int head0 = k.kv_head;\n"),
        ("kernels/src/prefill/attn_sm90_ws.cu",
         "            const std::int64_t o_row = (k.q_begin + tok) * view.q_heads + k.kv_head * group + rem;\n",
         "            const std::int64_t o_row =\n"

@@ -4,7 +4,9 @@
 // Build (here, no GPU needed):  scripts/build_decode_probe.sh  -> devbin/decode_probe
 // Run (on the GPU machine):     devbin/decode_probe [check|bench|all]
 //   (also small: sanitizer cases; bench4: the first five bench shapes;
-//   bench4t: those with direct and split:1024 alone; ncu1: profiling launches)
+//   bench4t: those with direct and split:1024 alone; ncu1: profiling launches;
+//   roof: the bench protocol's floor and read-only ceilings, contiguous and
+//   over the bench's paged layouts; roof_paged: the paged ones alone)
 //
 // check: random paged cases (fixed seeds) over block sizes, lengths, dtypes,
 //   layouts, GQA ratios, windows, softcap; outputs poisoned with NaN, compared
@@ -764,6 +766,123 @@ static void run_roof() {
   cudaFree(sink);
 }
 
+// The same protocol over the bench's own byte pattern (session 18): K and V
+// pools of 16-slot pages (8 KV heads, head dim 128, BF16) in NHD or HND,
+// every sequence's pages a shuffled draw of the pool, read by a kernel
+// that only reads: a CTA per (sequence, KV head, 32 pages), four warps,
+// each warp a page at a time (its head's 16 K rows and 16 V rows, 16-byte
+// streaming loads, two pages in flight). What it reaches is the best a
+// decode kernel can read of that layout with 16-byte loads, to set beside
+// the contiguous stream above (cuDNN reads contiguous K/V in the peers'
+// bench).
+template <bool kHnd>
+__global__ void __launch_bounds__(128) roof_paged_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v,
+                                                         const int* __restrict__ table, int pages_per_seq, int heads,
+                                                         int chunks, unsigned* __restrict__ sink) {
+  constexpr int kPagesPerCta = 32;
+  const int unit = blockIdx.x;
+  const int chunk = unit % chunks, head = (unit / chunks) % heads, seq = unit / (chunks * heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int* t = table + static_cast<std::size_t>(seq) * pages_per_seq;
+  const int first = chunk * kPagesPerCta, last = min(first + kPagesPerCta, pages_per_seq);
+  // Lane L reads chunk L % 16 of rows L / 16 + 2 i (i = 0..7) of a page.
+  const auto row = [&](int page, int slot) -> std::size_t {
+    return kHnd ? ((static_cast<std::size_t>(page) * heads + head) * 16 + slot) * 16
+                : ((static_cast<std::size_t>(page) * 16 + slot) * heads + head) * 16;
+  };
+  unsigned fold = 0;
+  for (int p = first + warp; p < last; p += 8) {
+    const int pages[2] = {t[p], p + 4 < last ? t[p + 4] : -1};
+    uint4 x[2][16];
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const std::size_t r = pages[u] >= 0 ? row(pages[u], lane / 16 + 2 * i) + lane % 16 : 0;
+        x[u][i] = pages[u] >= 0 ? __ldcs(k + r) : make_uint4(0, 0, 0, 0);
+        x[u][8 + i] = pages[u] >= 0 ? __ldcs(v + r) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+    for (int u = 0; u < 2; ++u)
+#pragma unroll
+      for (int i = 0; i < 16; ++i) fold ^= x[u][i].x ^ x[u][i].y ^ x[u][i].z ^ x[u][i].w;
+  }
+  if (fold == 0x9E3779B9u) *sink = fold;
+}
+
+static void run_roof_paged() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const size_t flush_bytes = 2ull * prop.l2CacheSize;
+  constexpr int kHeads = 8, kBlock = 16;
+  const std::size_t page_bytes = static_cast<std::size_t>(kBlock) * kHeads * 128 * 2;  // one K (or V) page, all heads
+  const int max_pages = 64 * 4096 / kBlock;                                            // the largest shape's pool
+  void *flush, *k, *v;
+  unsigned* sink;
+  int* table;
+  CK(cudaMalloc(&flush, flush_bytes));
+  CK(cudaMalloc(&k, max_pages * page_bytes));
+  CK(cudaMalloc(&v, max_pages * page_bytes));
+  CK(cudaMemset(k, 1, max_pages * page_bytes));
+  CK(cudaMemset(v, 2, max_pages * page_bytes));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMalloc(&table, max_pages * sizeof(int)));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  auto timed = [&](auto launch) {
+    for (int i = 0; i < 3; ++i) launch();
+    std::vector<float> t;
+    for (int i = 0; i < 30; ++i) {
+      CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
+      CK(cudaEventRecord(e0, stream));
+      launch();
+      CK(cudaEventRecord(e1, stream));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms);
+    }
+    return median(t) * 1e3;
+  };
+  std::printf("roof_paged: %s; block %d, %d KV heads, d128 BF16, shuffled pages, 16-byte loads\n", prop.name, kBlock,
+              kHeads);
+  std::printf("%-12s %-4s %12s %10s %10s\n", "shape", "lay", "bytes", "read_us", "GB/s");
+  struct { const char* name; int seqs, len; } shapes[] = {{"64x4096", 64, 4096}, {"256x1024", 256, 1024},
+                                                          {"8x8192", 8, 8192}, {"1x32768", 1, 32768}};
+  std::mt19937 rng(18);
+  for (auto sh : shapes) {
+    const int pages_per_seq = sh.len / kBlock, pages = sh.seqs * pages_per_seq;
+    std::vector<int> perm(pages);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    CK(cudaMemcpy(table, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
+    const int chunks = (pages_per_seq + 31) / 32;
+    const int grid = sh.seqs * kHeads * chunks;
+    const double bytes = 2.0 * pages * page_bytes;
+    for (int hnd = 0; hnd < 2; ++hnd) {
+      const float us = timed([&] {
+        if (hnd)
+          roof_paged_kernel<true><<<grid, 128, 0, stream>>>(static_cast<const uint4*>(k), static_cast<const uint4*>(v),
+                                                            table, pages_per_seq, kHeads, chunks, sink);
+        else
+          roof_paged_kernel<false><<<grid, 128, 0, stream>>>(static_cast<const uint4*>(k), static_cast<const uint4*>(v),
+                                                             table, pages_per_seq, kHeads, chunks, sink);
+      });
+      CK(cudaGetLastError());
+      std::printf("%-12s %-4s %12.0f %10.1f %10.1f\n", sh.name, hnd ? "HND" : "NHD", bytes, us, bytes / (us * 1e3));
+    }
+  }
+  CK(cudaStreamDestroy(stream));
+  cudaFree(flush);
+  cudaFree(k);
+  cudaFree(v);
+  cudaFree(sink);
+  cudaFree(table);
+}
+
 // Defined only in a build with the split path's clock-stamp copy (per-CTA
 // start and end times of the partition and merge kernels).
 extern "C" __attribute__((weak)) void pc_decode_trace_dump(const char* path, int clear);
@@ -805,6 +924,7 @@ int main(int argc, char** argv) {
   if (mode == "bench4") run_bench(true);
   if (mode == "bench4t") run_bench(true, true);
   if (mode == "roof") run_roof();
+  if (mode == "roof" || mode == "roof_paged") run_roof_paged();
   if (mode == "ncu1") {  // 64 x 4096 direct, 1 x 32768 split at partitions 512 and 1024, 8 x 8192 split 1024
     for (int pass = 0; pass < 8; ++pass) {
       const int which = pass % 4;

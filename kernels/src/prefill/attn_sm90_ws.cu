@@ -121,10 +121,12 @@
 // 2^-9). H100, session 17 (two rounds, E4M3, TFLOP/s): 395 / 496 / 185 /
 // 495 against 350 / 389 / 229 / 390 at 8 x 2048 / 1 x 8192 / 16 x 512 /
 // chunked: a win wherever a work tile has several key tiles to amortise the
-// consumers' query split over, a loss at 512 keys. Both kernels are built;
-// sm90_ws_fp8_k below picks by the case's longest sequence
-// (PAGECHECK_WS_FP8_K_MIN_KEYS, default 1280). PAGECHECK_WS_FP8_K=0 at
-// build time leaves FP8-K out (the staged kernel for every FP8 case).
+// consumers' query split over, a loss at 512 keys. With the query by tensor
+// copy (PAGECHECK_WS_FP8K_QTMA below, session 18) FP8-K wins at 512 keys
+// too. Both kernels are built; sm90_ws_fp8_k below picks by the case's
+// longest sequence and query type (PAGECHECK_WS_FP8_K_MIN_KEYS).
+// PAGECHECK_WS_FP8_K=0 at build time leaves FP8-K out (the staged kernel
+// for every FP8 case).
 #ifndef PAGECHECK_WS_FP8_K
 #define PAGECHECK_WS_FP8_K 1
 #endif
@@ -138,22 +140,31 @@
 #ifndef PAGECHECK_WS_FP8_PV
 #define PAGECHECK_WS_FP8_PV 0
 #endif
-// FP8-K's query by the producer's tensor copy (1; an A/B knob, not yet run
-// on a GPU): a BF16 query's tile arrives a work tile ahead, as for the
+// FP8-K's query by the producer's tensor copy (1, the default; 0 for
+// comparisons): a BF16 query's tile arrives a work tile ahead, as for the
 // 16-bit kernels, and the consumers split it in shared memory instead of
 // loading it from global memory at the work tile's start, the prologue that
-// costs FP8-K its short sequences (H100, session 17: 185 against the staged
-// kernel's 229 TFLOP/s at 16 x 512).
+// cost FP8-K its short sequences. H100, session 18 (`prefill_dev fp8`, two
+// rounds, E4M3, TFLOP/s): 440-443 / 510-514 / 251-253 / 509-516 against
+// 390-394 / 493-495 / 185 / 494-495 without it at 8 x 2048 / 1 x 8192 /
+// 16 x 512 / chunked (16 x 512 with FP8-K forced on both; the staged
+// kernel ran 228-229 there). Other query types are loaded as before.
 #ifndef PAGECHECK_WS_FP8K_QTMA
-#define PAGECHECK_WS_FP8K_QTMA 0
+#define PAGECHECK_WS_FP8K_QTMA 1
 #endif
 #ifndef PAGECHECK_WS_EXP_POLY
 #define PAGECHECK_WS_EXP_POLY 0
 #endif
-// The next work tile's S_0 in the turn of this one's last P V (1; an A/B
-// knob, not yet run on a GPU): the tensor cores run it under this work
-// tile's epilogue, which both consumer warpgroups reach at about the same
-// time (the boundary that bounds 16 x 512: 2.5 key tiles a work tile).
+// The next work tile's S_0 in the turn of this one's last P V (1: at every
+// head dim; 2, the default: at head dim 64 only; 0: never): the tensor
+// cores run it under this work tile's epilogue, which both consumer
+// warpgroups reach at about the same time (the boundary that bounds
+// 16 x 512: 2.5 key tiles a work tile). H100, session 18 (`prefill_dev
+// quick` / `dims`, two rounds, TFLOP/s, prefill at block 16): head dim 128
+// 507.6 / 591-593 / 277-278 against 516-517 / 597-598 / 294-295 at
+// 8 x 2048 / 1 x 8192 / 16 x 512 (a loss everywhere, fmha too); head dim
+// 64 (three warpgroups) 370.5-373.3 / 444-448 / 201.5-202.0 against 363.3
+// / 450 / 195.5 (+2.4%, -1%, +3.3%).
 // Taken where the next work tile's query is there by tensor copy and this
 // one's output leaves by tensor copy with every row real (kEarlyS, and the
 // run-time test before the last P V); the row sums and scales are made
@@ -162,7 +173,7 @@
 // ws5 carried O, P and S across the work loop and lost 26%; here only S
 // crosses the boundary, already retired.
 #ifndef PAGECHECK_WS_EARLY_S
-#define PAGECHECK_WS_EARLY_S 0
+#define PAGECHECK_WS_EARLY_S 2
 #endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
 // buffers with room to spare). Two measured faster than three (H100,
@@ -239,7 +250,8 @@ struct WsTraits {
   static constexpr int kQBuffers = DK == 256 ? 1 : 2;
   // The next work tile's S_0 under this one's epilogue (PAGECHECK_WS_EARLY_S):
   // 16-bit query by tensor copy into the other Q buffer.
-  static constexpr bool kEarlyS = PAGECHECK_WS_EARLY_S && !kFp8K && kQBuffers == 2;
+  static constexpr bool kEarlyS =
+      (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers == 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
@@ -1872,19 +1884,25 @@ bool sm90_ws_out_tma_enabled() {
 }
 
 // FP8-K (WsTraits::kFp8K) for FP8 caches whose longest sequence holds
-// PAGECHECK_WS_FP8_K_MIN_KEYS keys or more (default 1280; a developer knob,
-// read once; 0 takes it for every FP8 case, a huge value never). The
-// staged kernel below that: the consumers' query split costs each work
-// tile its prologue, which short sequences (few key tiles a work tile
-// under the causal mask) do not repay. H100, session 17, E4M3 causal
-// prefill of 4096 tokens, FP8-K against staged (TFLOP/s): 178.0 / 218.0 at
-// 512 keys a sequence, 225.7 / 243.9 at 768, 273.5 / 292.7 at 1024, 323.2
-// / 298.9 at 1536, 369.5 / 326.3 at 2048.
+// 512 keys or more where the query is BF16 (its tile by tensor copy,
+// PAGECHECK_WS_FP8K_QTMA), 1280 for other queries (loaded and split at
+// each work tile's start); PAGECHECK_WS_FP8_K_MIN_KEYS=N (a developer
+// knob, read once) sets one threshold for both: 0 takes it for every FP8
+// case, a huge value never. The staged kernel below that: the consumers'
+// query split costs each work tile its prologue, which short sequences
+// (few key tiles a work tile under the causal mask) do not repay. H100,
+// session 17, E4M3 causal prefill of 4096 tokens, FP8-K with the query
+// from global memory against staged (TFLOP/s): 178.0 / 218.0 at 512 keys a
+// sequence, 225.7 / 243.9 at 768, 273.5 / 292.7 at 1024, 323.2 / 298.9 at
+// 1536, 369.5 / 326.3 at 2048. Session 18, the query by tensor copy: 251-253
+// against 228-229 at 16 x 512 (512 keys); shorter sequences not measured.
 bool sm90_ws_fp8_k(const DeviceCaseView& view) {
-  static const long min_keys = [] {
+  static const long env_keys = [] {
     const char* v = std::getenv("PAGECHECK_WS_FP8_K_MIN_KEYS");
-    return v != nullptr ? std::atol(v) : 1280L;
+    return v != nullptr ? std::atol(v) : -1L;
   }();
+  const bool q_copy = PAGECHECK_WS_FP8K_QTMA != 0 && view.query_dtype == DType::BF16;
+  const long min_keys = env_keys >= 0 ? env_keys : (q_copy ? 512L : 1280L);
   return PAGECHECK_WS_FP8_K != 0 && view.max_seq_len >= min_keys;
 }
 
