@@ -18,11 +18,17 @@
 #   translation units recompile), keep the stripped binary as
 #   build-mutants/bin/NN-name, revert it (git apply -R). A trap reverts an
 #   applied patch on any exit, so the mirror is never left mutated.
-# - The carry: all binaries in one build-mutants/carry/binaries.tar.xz. One
-#   stripped binary is 16 MB (4.4 MB gzip'd: twenty of those would pass the
-#   64 MiB a device call may carry); xz with a 64 MiB dictionary over one
-#   tar of all of them stores the control once (2.5 MB) and each mutant as
-#   its difference from the binaries before it (~0.1-0.3 MB).
+# - The carry: all binaries in one build-mutants/carry/binaries.tar.xz; xz
+#   with a 1 GiB dictionary over one tar of all of them stores the control
+#   once and each mutant as its difference from the binaries before it.
+#   That works only on device code as ptxas wrote it: nvcc compresses each
+#   object's fatbin by default, and one changed line then changes the whole
+#   compressed blob of that object (session 18: decode_direct.cu with mutant
+#   30 added 2.4 MB of xz beside its control compressed, 0.12 MB
+#   uncompressed; session 17 packed 8 binaries in 46 MB). This build has no
+#   fatbin compression (--no-compress) and SASS alone (90-real: no PTX; the
+#   GPU machine is a Hopper): each stripped binary is larger on disk, its
+#   xz smaller (decode_direct.o alone: 0.97 MB against 2.6 MB).
 # - ccache (when installed) is the compiler launcher, so the recompile after
 #   a revert is a cache hit and a rebuild after a suite change costs one
 #   relink per mutant.
@@ -103,7 +109,8 @@ else
   say "no ccache: every revert recompiles in full"
 fi
 cmake -S "$mirror" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGECHECK_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DPAGECHECK_TESTS=ON "${launcher[@]}" >>"$log" 2>&1 || {
+  -DCMAKE_CUDA_ARCHITECTURES=90-real -DCMAKE_CUDA_FLAGS=--no-compress -DPAGECHECK_TESTS=ON "${launcher[@]}" \
+  >>"$log" 2>&1 || {
   say "cmake failed (see $log)"
   exit 4
 }
@@ -165,7 +172,8 @@ rm -f "$carry"/*.gz
 # binaries.tar.xz, the control and every mutant (one 1 GiB xz dictionary
 # holds all of them, so each mutant is stored as its difference from the
 # ones before: 33 binaries of 30 MB in 37 MiB, session 12; a 64 MiB
-# dictionary, two binaries, gave 76 MiB); tests.tar.xz, the control's three
+# dictionary, two binaries, gave 76 MiB);
+# tests.tar.xz, the control's three
 # GPU tests (run.sh unpacks it beside the first when it is there). xz needs
 # about 11 GB of memory for the first.
 # With NN arguments, the control and those mutants alone: binaries kept from
