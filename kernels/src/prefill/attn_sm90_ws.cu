@@ -1341,6 +1341,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       if (T::kEarlyS && pre) {
         // Tile 0's S came in the last turn of the work tile before, retired
         // (and its K stage released) in its epilogue.
+        WS_TRACE(3);
+        WS_TRACE(4);
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
         finish_out_store();  // the work tile before's output copies (issued just before)
@@ -1438,6 +1440,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           // this work tile's output staged (branch-free), S_0's wait, the
           // copies.
           turn_sync();
+          WS_TRACE(5);
           wgmma_fence();
           issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
           wgmma_commit();
@@ -1447,6 +1450,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           wgmma_wait<1>();  // P V done; S_0 of the next work tile runs under the staging
           fence_regs(o);
           fence_regs_u(pa);
+          WS_TRACE(6);
           release(v_empty(sp));
           stage_rows();
           fence_proxy_async();
@@ -1480,6 +1484,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     }
     pre = false;
     if (T::kEarlyS && early) {  // its output is on its way, the next work tile's S_0 in sacc
+      WS_TRACE(7);  // (the trace's "epi": staging, S_0's wait, the copies)
       pre = true;
       ++item;
       continue;
