@@ -7,7 +7,7 @@
 #            -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
 #            -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache
 #          ninja -C build-s18 pagecheck; strip -o build-s18/carry/pagecheck build-s18/app/pagecheck
-#          scripts/build_decode_probe.sh -o build-s18/carry/decode_probe
+#          scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-s18/carry/decode_probe
 #          gzip -9 -f build-s18/carry/pagecheck build-s18/carry/decode_probe
 #   there: D=$OUT; OUT=/tmp/s19 PACK=$D scripts/device_s19_call.sh   (carry build-s18/carry)
 # 1. `pagecheck bench --shapes decode|prefill` and scripts/bench_torch.py

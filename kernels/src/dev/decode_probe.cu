@@ -715,23 +715,31 @@ static void run_bench(bool only_first, bool target_rows = false) {
 // can show in `bench` for that many bytes.
 __global__ void roof_empty_kernel() {}
 
-static void run_roof() {
-  cudaDeviceProp prop;
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const size_t flush_bytes = 2ull * prop.l2CacheSize;
-  void *flush, *data;
-  unsigned* sink;
-  const size_t max_bytes = 1ull << 30;
-  CK(cudaMalloc(&flush, flush_bytes));
-  CK(cudaMalloc(&data, max_bytes + (64 << 20)));
-  CK(cudaMalloc(&sink, 4));
-  CK(cudaMemset(data, 1, max_bytes + (64 << 20)));
-  cudaStream_t stream;
-  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto timed = [&](auto launch) {
+// The bench protocol's timing of one launch: three warm-ups, then 30
+// repeats, each after a memset of twice the L2, CUDA events around the
+// launch alone; the median in microseconds.
+struct RoofTimer {
+  std::size_t flush_bytes = 0;
+  void* flush = nullptr;
+  cudaStream_t stream{};
+  cudaEvent_t e0{}, e1{};
+  RoofTimer() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    flush_bytes = 2ull * prop.l2CacheSize;
+    CK(cudaMalloc(&flush, flush_bytes));
+    CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+  }
+  ~RoofTimer() {
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(stream);
+    cudaFree(flush);
+  }
+  template <typename Launch>
+  float us(Launch launch) {
     for (int i = 0; i < 3; ++i) launch();
     std::vector<float> t;
     for (int i = 0; i < 30; ++i) {
@@ -745,10 +753,24 @@ static void run_roof() {
       t.push_back(ms);
     }
     return median(t) * 1e3;
-  };
+  }
+};
+
+static void run_roof() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  void *data;
+  unsigned* sink;
+  const size_t max_bytes = 1ull << 30;
+  CK(cudaMalloc(&data, max_bytes + (64 << 20)));
+  CK(cudaMalloc(&sink, 4));
+  CK(cudaMemset(data, 1, max_bytes + (64 << 20)));
+  RoofTimer timer;
+  cudaStream_t stream = timer.stream;
+  const auto timed = [&](auto launch) { return timer.us(launch); };
   const float empty_us = timed([&] { roof_empty_kernel<<<1, 32, 0, stream>>>(); });
   std::printf("roof: %s, %d SMs, flush %zu MiB; empty kernel %.2f us\n", prop.name, prop.multiProcessorCount,
-              flush_bytes >> 20, empty_us);
+              timer.flush_bytes >> 20, empty_us);
   std::printf("%-12s %12s %10s %10s\n", "shape", "bytes", "read_us", "GB/s");
   struct { const char* name; double bytes; } shapes[] = {
       {"64x4096", 2.0 * 64 * 4096 * 8 * 128 * 2}, {"256x1024", 2.0 * 256 * 1024 * 8 * 128 * 2},
@@ -760,8 +782,6 @@ static void run_roof() {
         timed([&] { ok_or_die(launch_read_only(data, bytes, sink, prop.multiProcessorCount, stream), "roof"); });
     std::printf("%-12s %12zu %10.1f %10.1f\n", sh.name, bytes, us, bytes / (us * 1e3));
   }
-  CK(cudaStreamDestroy(stream));
-  cudaFree(flush);
   cudaFree(data);
   cudaFree(sink);
 }
@@ -813,40 +833,21 @@ __global__ void __launch_bounds__(128) roof_paged_kernel(const uint4* __restrict
 static void run_roof_paged() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
-  const size_t flush_bytes = 2ull * prop.l2CacheSize;
   constexpr int kHeads = 8, kBlock = 16;
   const std::size_t page_bytes = static_cast<std::size_t>(kBlock) * kHeads * 128 * 2;  // one K (or V) page, all heads
   const int max_pages = 64 * 4096 / kBlock;                                            // the largest shape's pool
-  void *flush, *k, *v;
+  void *k, *v;
   unsigned* sink;
   int* table;
-  CK(cudaMalloc(&flush, flush_bytes));
   CK(cudaMalloc(&k, max_pages * page_bytes));
   CK(cudaMalloc(&v, max_pages * page_bytes));
   CK(cudaMemset(k, 1, max_pages * page_bytes));
   CK(cudaMemset(v, 2, max_pages * page_bytes));
   CK(cudaMalloc(&sink, 4));
   CK(cudaMalloc(&table, max_pages * sizeof(int)));
-  cudaStream_t stream;
-  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  auto timed = [&](auto launch) {
-    for (int i = 0; i < 3; ++i) launch();
-    std::vector<float> t;
-    for (int i = 0; i < 30; ++i) {
-      CK(cudaMemsetAsync(flush, i & 0xff, flush_bytes, stream));
-      CK(cudaEventRecord(e0, stream));
-      launch();
-      CK(cudaEventRecord(e1, stream));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    return median(t) * 1e3;
-  };
+  RoofTimer timer;
+  cudaStream_t stream = timer.stream;
+  const auto timed = [&](auto launch) { return timer.us(launch); };
   std::printf("roof_paged: %s; block %d, %d KV heads, d128 BF16, shuffled pages, 16-byte loads\n", prop.name, kBlock,
               kHeads);
   std::printf("%-12s %-4s %12s %10s %10s\n", "shape", "lay", "bytes", "read_us", "GB/s");
@@ -875,8 +876,6 @@ static void run_roof_paged() {
       std::printf("%-12s %-4s %12.0f %10.1f %10.1f\n", sh.name, hnd ? "HND" : "NHD", bytes, us, bytes / (us * 1e3));
     }
   }
-  CK(cudaStreamDestroy(stream));
-  cudaFree(flush);
   cudaFree(k);
   cudaFree(v);
   cudaFree(sink);
