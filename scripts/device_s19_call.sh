@@ -16,7 +16,8 @@
 #    bench with an E4M3 cache and at block size 1.
 # 3. `decode_probe roof`: the bench protocol's floor, the contiguous
 #    read-only stream, and the paged read ceilings (NHD and HND pages of 16
-#    slots, shuffled) of each decode bench shape.
+#    slots, shuffled) of each decode bench shape, by 16-byte loads and by
+#    bulk copies (and a flat stream of the same bytes by bulk copies).
 # 4. The default suite through reference, prefill and fmha with FP8-K on
 #    every FP8 case (PAGECHECK_WS_FP8_K_MIN_KEYS=0).
 # Logs in $OUT, packed into $PACK/s19.tgz (s19_partial.tgz at WATCHDOG s).
