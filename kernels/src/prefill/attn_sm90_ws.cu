@@ -1889,8 +1889,9 @@ bool sm90_ws_out_tma_enabled() {
 }
 
 // FP8-K (WsTraits::kFp8K) for FP8 caches whose longest sequence holds
-// 512 keys or more where the query is BF16 (its tile by tensor copy,
-// PAGECHECK_WS_FP8K_QTMA), 1280 for other queries (loaded and split at
+// 512 keys or more where the query is BF16 and a query group divides the
+// 128-row work tile (its tile by tensor copy, PAGECHECK_WS_FP8K_QTMA),
+// 1280 for other queries (loaded and split at
 // each work tile's start); PAGECHECK_WS_FP8_K_MIN_KEYS=N (a developer
 // knob, read once) sets one threshold for both: 0 takes it for every FP8
 // case, a huge value never. The staged kernel below that: the consumers'
@@ -1906,7 +1907,8 @@ bool sm90_ws_fp8_k(const DeviceCaseView& view) {
     const char* v = std::getenv("PAGECHECK_WS_FP8_K_MIN_KEYS");
     return v != nullptr ? std::atol(v) : -1L;
   }();
-  const bool q_copy = PAGECHECK_WS_FP8K_QTMA != 0 && view.query_dtype == DType::BF16;
+  const int group = view.kv.kv_heads > 0 ? view.q_heads / static_cast<int>(view.kv.kv_heads) : 0;
+  const bool q_copy = PAGECHECK_WS_FP8K_QTMA != 0 && view.query_dtype == DType::BF16 && group >= 1 && 128 % group == 0;
   const long min_keys = env_keys >= 0 ? env_keys : (q_copy ? 512L : 1280L);
   return PAGECHECK_WS_FP8_K != 0 && view.max_seq_len >= min_keys;
 }
