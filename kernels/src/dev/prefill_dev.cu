@@ -440,6 +440,7 @@ static void small_checks() {
   // Several work tiles a CTA (256 > the SMs): the work loop's boundary
   // (PAGECHECK_WS_EARLY_S's S_0 under the epilogue, the Q buffers' turns).
   { Spec s; s.q_lens = {1024}; s.seq_lens = {1024}; s.q_heads = 32; s.kv_heads = 8; s.block = 16; run_check(s, 22, 1500); }
+  { Spec s; s.q_lens = {1024}; s.seq_lens = {1024}; s.q_heads = 32; s.kv_heads = 8; s.dk = 64; s.dv = 64; s.block = 16; run_check(s, 23, 1500); }
 }
 
 static void checks() {
