@@ -55,7 +55,8 @@
 //   next work tile's per-sequence loads are issued before this epilogue
 //   (fetch_work) and used after it.
 //
-// Pipeline: kStages stages of K and of V; barriers per stage k_full, v_full
+// Pipeline: kStages stages of K and kVStages of V (equal but for FP8-K
+// under PAGECHECK_WS_FP8K_VSTAGES); barriers per stage k_full, v_full
 // (tensor copies: one arrival with the transaction bytes; rows: one per
 // producer lane), k_empty, v_empty (one arrival per consumer warp, 8); per
 // Q buffer q_full, q_empty. Tiles are counted over all work of the CTA:
@@ -180,6 +181,14 @@
 // session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
 // 325.8 / 385.1 / 178.2 TFLOP/s at 8 x 2048 / 1 x 8192 / 16 x 512, block
 // 16; equal at block 64): docs/performance.md.
+// FP8-K's V stages (2, the default; 3 for an A/B, not yet run on a GPU): a
+// third V stage lets the producer stage and widen V a tile further ahead
+// of the consumers (Nsight Compute, session 17: FP8-K's producer spends its
+// most-stalled line waiting for a free stage). Fits beside two Q buffers:
+// 64 + 32 (K) + 96 (V) + 32 (staging) KB.
+#ifndef PAGECHECK_WS_FP8K_VSTAGES
+#define PAGECHECK_WS_FP8K_VSTAGES 2
+#endif
 #ifndef PAGECHECK_WS_D64_STAGES
 #define PAGECHECK_WS_D64_STAGES 2
 #endif
@@ -256,6 +265,8 @@ struct WsTraits {
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
   static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
+  // V's stages: as K's but for FP8-K (PAGECHECK_WS_FP8K_VSTAGES).
+  static constexpr int kVStages = kFp8K ? PAGECHECK_WS_FP8K_VSTAGES : kStages;
   static constexpr int kChunks = DK / 8;           // 16-byte chunks of a row
   // The row producer's lanes a key row (16-byte chunks of the cache's row):
   // 16 at head dim 128 in 16 bits, 8 at 64 or for FP8 (128-byte rows).
@@ -265,7 +276,7 @@ struct WsTraits {
   static constexpr int kKTileBytes = kFp8K ? kBlockN * DK : kTileBytes;  // one K tile as the GEMM reads it
   static constexpr int kVTileBytes = kFp8PV ? kBlockN * DV : kTileBytes;  // one V tile as the GEMM reads it
   // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
-  static constexpr int kBarrierBytes = 4 * kStages * 8 + 4 * 8;
+  static constexpr int kBarrierBytes = 2 * (kStages + kVStages) * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
   // producer keeps a key's page and row address.
   // The registers a thread is launched with (65536 a multiprocessor, in
@@ -305,7 +316,7 @@ struct WsTraits {
   // FP8-K: each query row's power of two (the inverse of its scale), for
   // the threads that hold the row's S.
   static constexpr int kRowScaleBytes = kFp8K ? kBlockM * 4 : 0;
-  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + kStages * (kKTileBytes + kVTileBytes) + kBarrierBytes +
+  static constexpr int kSmemBytes = 1024 + kQBuffers * kQBytes + kStages * kKTileBytes + kVStages * kVTileBytes + kBarrierBytes +
                                     kScratchBytes + kStagingBytes + kRowScaleBytes;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory over the sm_90 limit");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kWGs <= kLaunchRegs * kThreads,
@@ -836,23 +847,26 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const std::uint32_t q_smem = (raw_base + 1023u) & ~1023u;
   const std::uint32_t k_smem = q_smem + T::kQBuffers * T::kQBytes;    // [stage] K tiles
   const std::uint32_t v_smem = k_smem + T::kStages * T::kKTileBytes;   // [stage] V tiles
-  const std::uint32_t bars = v_smem + T::kStages * T::kVTileBytes;
+  const std::uint32_t bars = v_smem + T::kVStages * T::kVTileBytes;
   const std::uint32_t scratch = bars + T::kBarrierBytes;
   const std::uint32_t staging = scratch + T::kScratchBytes;  // FP8: two raw tiles (16-byte aligned)
   const std::uint32_t row_scale = staging + T::kStagingBytes;  // FP8-K: kBlockM floats
   const bool split_q = p.a.split_query != 0;
   const std::uint32_t q_lo_smem = q_smem + T::kQBytes;  // a split query's lo rows (Q buffer 1)
   const auto k_full = [&](int s) { return bars + 8 * s; };
-  const auto v_full = [&](int s) { return bars + 8 * (T::kStages + s); };
-  const auto k_empty = [&](int s) { return bars + 8 * (2 * T::kStages + s); };
-  const auto v_empty = [&](int s) { return bars + 8 * (3 * T::kStages + s); };
-  const auto q_full = [&](int b) { return bars + 8 * (4 * T::kStages + b); };
-  const auto q_empty = [&](int b) { return bars + 8 * (4 * T::kStages + 2 + b); };
+  constexpr int kKS = T::kStages, kVS = T::kVStages;
+  const auto v_full = [&](int s) { return bars + 8 * (kKS + s); };
+  const auto k_empty = [&](int s) { return bars + 8 * (kKS + kVS + s); };
+  const auto v_empty = [&](int s) { return bars + 8 * (2 * kKS + kVS + s); };
+  const auto q_full = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + b); };
+  const auto q_empty = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + 2 + b); };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < T::kStages; ++s) {
+    for (int s = 0; s < kKS; ++s) {
       mbar_init(k_full(s), T::kFullArrivals);
-      mbar_init(v_full(s), T::kFullArrivals);
       mbar_init(k_empty(s), T::kConsumerWarps);  // one arrival per consumer warp
+    }
+    for (int s = 0; s < kVS; ++s) {
+      mbar_init(v_full(s), T::kFullArrivals);
       mbar_init(v_empty(s), T::kConsumerWarps);
     }
     for (int b = 0; b < 2; ++b) {
@@ -928,9 +942,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const bool value = pend[0] & 1u;
       const std::int64_t c = static_cast<std::int64_t>(pend[0] >> 1);
       const int unit = static_cast<int>(widened % T::kFp8Units);
-      const int s = static_cast<int>(c % T::kStages);
-      if (unit == 0 && c >= T::kStages)
-        mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
+      const int ns = value ? kVS : kKS;  // K's or V's stages
+      const int s = static_cast<int>(c % ns);
+      if (unit == 0 && c >= ns) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / ns) & 1) ^ 1);
       const std::uint32_t tile = value ? v_smem + s * T::kVTileBytes : k_smem + s * T::kKTileBytes;
       const std::uint32_t slot = slot_of(widened);
       cp_async_wait<kAfter>();
@@ -1041,8 +1055,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             return;
           }
         }
-        const int s = static_cast<int>(c % T::kStages);
-        if (c >= T::kStages) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / T::kStages) & 1) ^ 1);
+        const int ns = value ? kVS : kKS;  // K's or V's stages
+        const int s = static_cast<int>(c % ns);
+        if (c >= ns) mbar_wait(value ? v_empty(s) : k_empty(s), static_cast<int>((c / ns) & 1) ^ 1);
         const std::uint32_t tile = value ? v_smem + s * T::kVTileBytes : k_smem + s * T::kKTileBytes;
         const std::uint32_t full = value ? v_full(s) : k_full(s);
         if constexpr (T::kTma) {
@@ -1367,7 +1382,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       }
       for (int i = 1; i < k.num_tiles; ++i) {
         const std::int64_t c = count + i;
-        const int s = static_cast<int>(c % T::kStages), sp = static_cast<int>((c - 1) % T::kStages);
+        const int s = static_cast<int>(c % kKS), sp = static_cast<int>((c - 1) % kVS);
         WS_LOOP_MARK(t0);
         mbar_wait(k_full(s), static_cast<int>((c / T::kStages) & 1));
         landed();
@@ -1377,7 +1392,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         wgmma_fence();
         issue_s(sacc, k_smem + s * T::kKTileBytes);
         wgmma_commit();
-        mbar_wait(v_full(sp), static_cast<int>(((c - 1) / T::kStages) & 1));
+        mbar_wait(v_full(sp), static_cast<int>(((c - 1) / kVS) & 1));
         landed();
         issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
         wgmma_commit();
@@ -1409,7 +1424,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       // P V of the last tile.
       {
         const std::int64_t c = count + k.num_tiles - 1;
-        const int sp = static_cast<int>(c % T::kStages);
+        const int sp = static_cast<int>(c % kVS);
         // kEarlyS: the next work tile's S_0 in this turn, where its query and
         // its first K tile are in and this one's output leaves whole by
         // tensor copies (every warp's rows real, so every warp takes the
@@ -1431,7 +1446,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             mbar_wait(k_full(sn), static_cast<int>((cn / T::kStages) & 1));
           }
         }
-        mbar_wait(v_full(sp), static_cast<int>((c / T::kStages) & 1));
+        mbar_wait(v_full(sp), static_cast<int>((c / kVS) & 1));
         landed();
         if (T::kEarlyS && early) {
           // The whole of S_0's flight in this branch (no join before its

@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# Where head dim 128 loses with the next work tile's S_0 under the epilogue
-# (issue 24; docs/performance.md, session 18: -6% at 16 x 512, +3% at head
-# dim 64): the clock stamps of both builds, carrying build-ab:
-#   here:  scripts/build_prefill_dev.sh trbase -DPAGECHECK_WS_TRACE=1
+# Session 19's A/B call (issue 24), carrying build-ab:
+#   here:  scripts/build_prefill_dev.sh base
+#          scripts/build_prefill_dev.sh fp8v3 -DPAGECHECK_WS_FP8K_VSTAGES=3
+#          scripts/build_prefill_dev.sh trbase -DPAGECHECK_WS_TRACE=1
 #          scripts/build_prefill_dev.sh trearly -DPAGECHECK_WS_TRACE=1 -DPAGECHECK_WS_EARLY_S=1
-#          gzip -9 each into build-ab (prefill_dev_trbase.gz, prefill_dev_trearly.gz)
-#   there: D=$OUT; OUT=/tmp/s19t PACK=$D scripts/device_s19_trace.sh
+#          gzip -9 each into build-ab (prefill_dev_NAME.gz)
+#   there: D=$OUT; OUT=/tmp/s19a PACK=$D scripts/device_s19_ab.sh
+# A. Where head dim 128 loses with the next work tile's S_0 under the
+# epilogue (docs/performance.md, session 18: -6% at 16 x 512, +3% at head
+# dim 64): the clock stamps of both builds.
 # At 16 x 512 and 8 x 2048 (block 16), prefill and fmha: per number of key
 # tiles the mean cycles of each phase of a work tile (scripts/prefill_trace.py;
 # in trearly's early work tiles "S0" is nil, "lastPV" is the turn of the
 # last P V and the next S_0, "epi" the staging, S_0's wait and the copies),
 # and the fit cycles = a * key tiles + b. Then the SASS of both builds'
 # BF16 rows kernel (cuobjdump, there: this machine has none) for the steady
-# loop's instruction count. Logs in $OUT, packed into $PACK/s19t.tgz.
+# loop's instruction count.
+# B. FP8-K with three V stages (fp8v3): its checks with FP8-K on every FP8
+# case and its small suite under memcheck, racecheck and synccheck, then
+# `prefill_dev fp8` of base and fp8v3, two interleaved rounds.
+# Logs in $OUT, packed into $PACK/s19a.tgz (s19a_partial.tgz at WATCHDOG s).
 set -u
 cd "$(dirname "$0")/.."
-OUT=${OUT:-s19tout}
+OUT=${OUT:-s19aout}
 PACK=${PACK:-.}
 mkdir -p "$OUT/trace" build-sm90dev
+(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "$PACK/s19a_partial.tgz" .) &
+watchdog=$!
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
 for n in trbase trearly; do
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
@@ -38,5 +47,16 @@ for n in trbase trearly; do
   echo "$n: $(grep -c 'HGMMA' "$OUT/sass_$n.txt") HGMMA, $(wc -l <"$OUT/sass_$n.txt") SASS lines" >>"$OUT/summary.txt"
 done
 gzip -9 "$OUT"/sass_*.txt
-(cd "$OUT" && tar czf "$PACK/s19t.tgz" .)
+PAGECHECK_WS_FP8_K_MIN_KEYS=0 SAN=1 QUICK=0 OUT=$OUT/fp8v3 timeout 300 scripts/prefill_ab_run.sh fp8v3 base \
+  >"$OUT/fp8v3_check.log" 2>&1
+echo "fp8v3 checks rc=$?: $(tr '\n' ' ' <"$OUT/fp8v3_check.log" | cut -c1-600)" >>"$OUT/summary.txt"
+for round in 1 2; do
+  for n in base fp8v3; do
+    timeout 60 "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/fp8_${n}_$round.log" 2>&1
+    echo "fp8 $n r$round: $(grep -E 'TFLOP|FAIL' "$OUT/fp8_${n}_$round.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)" \
+      >>"$OUT/summary.txt"
+  done
+done
+kill "$watchdog" 2>/dev/null
+(cd "$OUT" && tar czf "$PACK/s19a.tgz" .)
 cat "$OUT/summary.txt"
