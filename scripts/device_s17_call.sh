@@ -48,25 +48,7 @@ mkdir -p "$OUT/bench"
 PAGECHECK_WS_FP8_K_MIN_KEYS=0 timeout 150 pagecheck run --paths reference,prefill --no-timing --require-gpu -q \
   --json "$OUT/suite_fp8k.json" >"$OUT/suite_fp8k.log" 2>&1
 echo "suite with FP8-K everywhere rc=$?: $(tail -3 "$OUT/suite_fp8k.log" | tr '\n' ' ' | cut -c1-300)" >>"$OUT/summary.txt"
-b() {  # b NAME ARGS...: one timed step, its log and a line in the summary
-  local name=$1
-  shift
-  timeout 150 "$@" >"$OUT/bench/$name.log" 2>&1
-  echo "$name rc=$?" >>"$OUT/summary.txt"
-}
-for r in 1 2; do
-  b dec$r pagecheck bench --shapes decode --paths direct,split,auto --no-checks --json "$OUT/bench/dec$r.json"
-  b pre$r pagecheck bench --shapes prefill --paths prefill,fmha --no-checks --json "$OUT/bench/pre$r.json"
-  b torch$r python3 scripts/bench_torch.py --shapes all
-done
-b pre_d64 pagecheck bench --shapes prefill --head-dim 64 --paths prefill --no-checks --json "$OUT/bench/pre_d64.json"
-b pre_e4m3 pagecheck bench --shapes prefill --kv-dtype F8_E4M3 --paths prefill --no-checks \
-  --json "$OUT/bench/pre_e4m3.json"
-b dec_e4m3 pagecheck bench --shapes decode --kv-dtype F8_E4M3 --paths direct,split,auto --no-checks \
-  --json "$OUT/bench/dec_e4m3.json"
-b dec_bs1 pagecheck bench --shapes decode --block-size 1 --paths direct,split,auto --no-checks \
-  --json "$OUT/bench/dec_bs1.json"
-python3 scripts/bench_summary.py "$OUT/bench" >>"$OUT/summary.txt" 2>&1
+scripts/device_peer_benches.sh "$OUT/bench" "$OUT/summary.txt"
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "$PACK/s17.tgz" --exclude=s15.tgz --exclude=s17_partial.tgz .)
 cat "$OUT/summary.txt"

@@ -13,7 +13,8 @@
 # 1. `pagecheck bench --shapes decode|prefill` and scripts/bench_torch.py
 #    interleaved twice (pagecheck, peers, pagecheck, peers).
 # 2. The prefill bench at head dim 64 and with an E4M3 cache, the decode
-#    bench with an E4M3 cache and at block size 1.
+#    bench with an E4M3 cache and at block size 1 (steps 1 and 2:
+#    scripts/device_peer_benches.sh).
 # 3. `decode_probe roof`: the bench protocol's floor, the contiguous
 #    read-only stream, and the paged read ceilings (NHD and HND pages of 16
 #    slots, shuffled) of each decode bench shape, by 16-byte loads and by
@@ -34,25 +35,7 @@ for b in pagecheck decode_probe; do
 done
 export PATH="/tmp/s19bin:$PATH:/usr/local/cuda/bin" NO_COLOR=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/summary.txt"
-b() {  # b NAME ARGS...: one timed step, its log and a line in the summary
-  local name=$1
-  shift
-  timeout 150 "$@" >"$OUT/bench/$name.log" 2>&1
-  echo "$name rc=$?" >>"$OUT/summary.txt"
-}
-for r in 1 2; do
-  b dec$r pagecheck bench --shapes decode --paths direct,split,auto --no-checks --json "$OUT/bench/dec$r.json"
-  b pre$r pagecheck bench --shapes prefill --paths prefill,fmha --no-checks --json "$OUT/bench/pre$r.json"
-  b torch$r python3 scripts/bench_torch.py --shapes all
-done
-b pre_d64 pagecheck bench --shapes prefill --head-dim 64 --paths prefill --no-checks --json "$OUT/bench/pre_d64.json"
-b pre_e4m3 pagecheck bench --shapes prefill --kv-dtype F8_E4M3 --paths prefill --no-checks \
-  --json "$OUT/bench/pre_e4m3.json"
-b dec_e4m3 pagecheck bench --shapes decode --kv-dtype F8_E4M3 --paths direct,split,auto --no-checks \
-  --json "$OUT/bench/dec_e4m3.json"
-b dec_bs1 pagecheck bench --shapes decode --block-size 1 --paths direct,split,auto --no-checks \
-  --json "$OUT/bench/dec_bs1.json"
-python3 scripts/bench_summary.py "$OUT/bench" >>"$OUT/summary.txt" 2>&1
+scripts/device_peer_benches.sh "$OUT/bench" "$OUT/summary.txt"
 timeout 90 decode_probe roof >"$OUT/roof.log" 2>&1
 echo "roof rc=$?" >>"$OUT/summary.txt"
 cat "$OUT/roof.log" >>"$OUT/summary.txt"
