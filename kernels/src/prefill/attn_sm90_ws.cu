@@ -1435,15 +1435,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           early = p.o_tma && p.q_tma && k.num_tiles >= 2 && k.row0 + kBlockM <= k.rows_total &&
                   ahead.w < p.num_work && finish_work<kBlockM, kBlockN>(p, ahead, next) && next.num_tiles > 0;
           early = __all_sync(0xffffffffu, early);  // uniform by construction; the vote says so to ptxas
+          // Made here whether or not S_0 comes early (the epilogue makes them
+          // again where it does not): under `if (early)` ptxas spilled 136
+          // bytes more over the kernels that take this path.
           row_stats();
           if (early) {
             const std::int64_t cn = c + 1;
-            const int sn = static_cast<int>(cn % T::kStages), qn = static_cast<int>((item + 1) % T::kQBuffers);
+            const int sn = static_cast<int>(cn % kKS), qn = static_cast<int>((item + 1) % T::kQBuffers);
             early_q = q_smem + qn * T::kQBytes + wg * 64 * 128;
             early_k = k_smem + sn * T::kKTileBytes;
             early_s = sn;
             mbar_wait(q_full(qn), static_cast<int>(((item + 1) / T::kQBuffers) & 1));
-            mbar_wait(k_full(sn), static_cast<int>((cn / T::kStages) & 1));
+            mbar_wait(k_full(sn), static_cast<int>((cn / kKS) & 1));
           }
         }
         mbar_wait(v_full(sp), static_cast<int>((c / kVS) & 1));
