@@ -176,6 +176,18 @@
 #ifndef PAGECHECK_WS_EARLY_S
 #define PAGECHECK_WS_EARLY_S 2
 #endif
+// Where a work tile that began with an early S_0 waits for the work tile
+// before's output copies to have read their staging rows (and gives that Q
+// buffer back): 0, right after S_0's softmax, a few hundred cycles after
+// the copies were issued; 1 (an A/B, not yet run on a GPU), after the next
+// S GEMM's wait (key tile 1) or, with one key tile, before the last turn,
+// a turn later. The copies read 16 KB a warpgroup at head dim 128 (8 KB a
+// warpgroup at 64): if that read is what head dim 128's early S_0 waits
+// for, this takes it off the chain. The producer needs the buffer only for
+// the query of the work tile after next.
+#ifndef PAGECHECK_WS_EARLY_FINISH
+#define PAGECHECK_WS_EARLY_FINISH 0
+#endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
 // buffers with room to spare). Two measured faster than three (H100,
 // session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
@@ -1360,7 +1372,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_TRACE(4);
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
-        finish_out_store();  // the work tile before's output copies (issued just before)
+        // The work tile before's output copies (issued just before);
+        // PAGECHECK_WS_EARLY_FINISH 1: a turn later.
+        if constexpr (!PAGECHECK_WS_EARLY_FINISH) finish_out_store();
       } else {
         // Tile 0: S alone.
         const int s = static_cast<int>(count % T::kStages);
@@ -1402,6 +1416,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_LOOP_MARK(t2);
         WS_LOOP_ADD(1, t1, t2);
         release(k_empty(s));
+        if (PAGECHECK_WS_EARLY_FINISH && T::kEarlyS && i == 1) finish_out_store();
         softmax(softcap_c, sacc, k.tile_first + i, alphas);
         if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
         WS_LOOP_MARK(t3);
@@ -1421,6 +1436,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_LOOP_MARK(t5);
         WS_LOOP_ADD(4, t4, t5);
       }
+      // A work tile of one key tile that began with an early S_0.
+      if (PAGECHECK_WS_EARLY_FINISH && T::kEarlyS && k.num_tiles == 1) finish_out_store();
       // P V of the last tile.
       {
         const std::int64_t c = count + k.num_tiles - 1;
