@@ -7,6 +7,8 @@
 #          gzip -9 each into build-ab (prefill_dev_NAME.gz)
 #          scripts/build_prefill_dev.sh early1 -DPAGECHECK_WS_EARLY_S=1
 #          scripts/build_prefill_dev.sh earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_EARLY_FINISH=1
+#          scripts/build_prefill_dev.sh q3early -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1
+#          scripts/build_prefill_dev.sh q3earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1 -DPAGECHECK_WS_EARLY_FINISH=1
 #   there: D=$OUT; OUT=/tmp/s19a PACK=$D scripts/device_s19_ab.sh
 # A. Where head dim 128 loses with the next work tile's S_0 under the
 # epilogue (docs/performance.md, session 18: -6% at 16 x 512, +3% at head
@@ -21,13 +23,14 @@
 # B. FP8-K with three V stages (fp8v3): its checks with FP8-K on every FP8
 # case and its small suite under memcheck, racecheck and synccheck, then
 # `prefill_dev fp8` of base and fp8v3, two interleaved rounds.
-# C. (session 19) The early S_0 with the output copies' read waited for a
-# turn later (earlyfin: PAGECHECK_WS_EARLY_FINISH=1, at every head dim)
-# beside early1 (the early S_0 at every head dim as it is) and base: the
-# candidate's checks (default loaders and rows, no sanitizers: BUDGET
-# permitting, after B), then `prefill_dev quick` (head dim 128) and `dims`
-# (head dim 64) of base, early1 and earlyfin, two interleaved rounds. A
-# step starts only while the call's clock is below its budget line.
+# C. (session 19) The early S_0 at every head dim (early1) with the output
+# copies' read waited for a turn later (earlyfin:
+# PAGECHECK_WS_EARLY_FINISH=1), with a third Q buffer at head dim 128
+# (q3early: PAGECHECK_WS_Q3=1), and both (q3earlyfin), beside base:
+# `prefill_dev quick` (head dim 128) of all five and `dims` (head dim 64)
+# of base and earlyfin, two interleaved rounds; q3early's checks (default
+# loaders and rows, no sanitizers) last. A step starts only while the
+# call's clock is below its budget line.
 # D. The decode read ceilings (`decode_probe roof`), where build-ab holds
 # decode_probe.gz (scripts/device_s19_call.sh says how it is built).
 # Logs in $OUT, packed into $PACK/s19a.tgz (s19a_partial.tgz at WATCHDOG s).
@@ -61,7 +64,7 @@ for n in trbase trearly; do
 done
 gzip -9 "$OUT"/sass_*.txt
 echo "A done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
-for n in base fp8v3 early1 earlyfin; do
+for n in base fp8v3 early1 earlyfin q3early q3earlyfin; do
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
 # Timings first (B's fp8 and C's quick and dims), then the checks.
@@ -74,8 +77,9 @@ for round in 1 2; do
 done
 echo "B timings done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 for mode in quick dims; do
+  if [ $mode = quick ]; then names="base early1 q3early q3earlyfin earlyfin"; else names="base earlyfin"; fi
   for round in 1 2; do
-    for n in base early1 earlyfin; do
+    for n in $names; do
       [ "$(left 420)" -gt 0 ] || continue
       timeout 60 "build-sm90dev/prefill_dev_$n" $mode >"$OUT/${mode}_${n}_$round.log" 2>&1
       echo "$mode $n r$round: $(grep -E 'TFLOP|FAIL' "$OUT/${mode}_${n}_$round.log" | tr -s ' ' | tr '\n' ';' | cut -c1-700)" \
@@ -92,8 +96,8 @@ if [ -f build-ab/decode_probe.gz ] && [ "$(left 470)" -gt 0 ]; then
   cat "$OUT/roof.log" >>"$OUT/summary.txt"
 fi
 if [ "$(left 330)" -gt 0 ]; then
-  SAN=0 QUICK=0 OUT=$OUT/earlyfin timeout "$(left 450)" scripts/prefill_ab_run.sh earlyfin >"$OUT/earlyfin_check.log" 2>&1
-  echo "earlyfin checks rc=$?: $(tr '\n' ' ' <"$OUT/earlyfin_check.log" | cut -c1-400)" >>"$OUT/summary.txt"
+  SAN=0 QUICK=0 OUT=$OUT/q3early timeout "$(left 450)" scripts/prefill_ab_run.sh q3early >"$OUT/q3early_check.log" 2>&1
+  echo "q3early checks rc=$?: $(tr '\n' ' ' <"$OUT/q3early_check.log" | cut -c1-400)" >>"$OUT/summary.txt"
 fi
 if [ "$(left 400)" -gt 0 ]; then
   PAGECHECK_WS_FP8_K_MIN_KEYS=0 SAN=1 QUICK=0 OUT=$OUT/fp8v3 timeout "$(left 540)" scripts/prefill_ab_run.sh fp8v3 \

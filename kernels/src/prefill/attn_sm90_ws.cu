@@ -188,6 +188,18 @@
 #ifndef PAGECHECK_WS_EARLY_FINISH
 #define PAGECHECK_WS_EARLY_FINISH 0
 #endif
+// Three Q buffers at head dim 128 with 16-bit K/V (1; 0, the default: two;
+// an A/B, not yet run on a GPU). With the early S_0, the next work tile's
+// query must be in by this work tile's last turn, and with two buffers
+// its tensor copy can start only once this work tile has released the
+// buffer of the work tile before (after its S_0): at 16 x 512, a work tile
+// of two key tiles gives that copy about one key tile of lead. A third
+// buffer gives it a whole work tile. Fits: 1024 + 3 x 32 KB (Q) + 4 x 32 KB
+// (K, V) + barriers and scratch = 231,536 of 232,448 bytes; FP8 caches'
+// staging does not fit beside it.
+#ifndef PAGECHECK_WS_Q3
+#define PAGECHECK_WS_Q3 0
+#endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
 // buffers with room to spare). Two measured faster than three (H100,
 // session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
@@ -268,11 +280,11 @@ struct WsTraits {
   // Q buffers: two (the next work tile's Q arrives during this one's tail);
   // one at head dim 256 (64 KB a buffer: two do not fit beside the K/V
   // stages), and no split query there (its lo rows take buffer 1).
-  static constexpr int kQBuffers = DK == 256 ? 1 : 2;
+  static constexpr int kQBuffers = DK == 256 ? 1 : (PAGECHECK_WS_Q3 && DK == 128 && !kFp8) ? 3 : 2;
   // The next work tile's S_0 under this one's epilogue (PAGECHECK_WS_EARLY_S):
   // 16-bit query by tensor copy into the other Q buffer.
   static constexpr bool kEarlyS =
-      (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers == 2;
+      (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers >= 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
@@ -287,8 +299,10 @@ struct WsTraits {
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile (16-bit)
   static constexpr int kKTileBytes = kFp8K ? kBlockN * DK : kTileBytes;  // one K tile as the GEMM reads it
   static constexpr int kVTileBytes = kFp8PV ? kBlockN * DV : kTileBytes;  // one V tile as the GEMM reads it
-  // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
-  static constexpr int kBarrierBytes = 2 * (kStages + kVStages) * 8 + 4 * 8;
+  // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer
+  // (two pairs at least: head dim 256's one buffer keeps the layout).
+  static constexpr int kQBufferBars = kQBuffers > 2 ? kQBuffers : 2;
+  static constexpr int kBarrierBytes = 2 * (kStages + kVStages) * 8 + 2 * kQBufferBars * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
   // producer keeps a key's page and row address.
   // The registers a thread is launched with (65536 a multiprocessor, in
@@ -871,7 +885,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const auto k_empty = [&](int s) { return bars + 8 * (kKS + kVS + s); };
   const auto v_empty = [&](int s) { return bars + 8 * (2 * kKS + kVS + s); };
   const auto q_full = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + b); };
-  const auto q_empty = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + 2 + b); };
+  const auto q_empty = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + T::kQBufferBars + b); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kKS; ++s) {
       mbar_init(k_full(s), T::kFullArrivals);
@@ -881,7 +895,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       mbar_init(v_full(s), T::kFullArrivals);
       mbar_init(v_empty(s), T::kConsumerWarps);
     }
-    for (int b = 0; b < 2; ++b) {
+    for (int b = 0; b < T::kQBufferBars; ++b) {
       mbar_init(q_full(b), 1);
       mbar_init(q_empty(b), T::kConsumerWarps);
     }
