@@ -9,6 +9,9 @@
 #          scripts/build_prefill_dev.sh earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_EARLY_FINISH=1
 #          scripts/build_prefill_dev.sh q3early -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1
 #          scripts/build_prefill_dev.sh q3earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1 -DPAGECHECK_WS_EARLY_FINISH=1
+#          (PAGECHECK_WS_EARLY_FINISH and PAGECHECK_WS_Q3 are in 33f79e4 only:
+#          both lost and were removed after the call; docs/performance.md,
+#          session 19)
 #   there: D=$OUT; OUT=/tmp/s19a PACK=$D scripts/device_s19_ab.sh
 # A. Where head dim 128 loses with the next work tile's S_0 under the
 # epilogue (docs/performance.md, session 18: -6% at 16 x 512, +3% at head

@@ -165,7 +165,13 @@
 // 507.6 / 591-593 / 277-278 against 516-517 / 597-598 / 294-295 at
 // 8 x 2048 / 1 x 8192 / 16 x 512 (a loss everywhere, fmha too); head dim
 // 64 (three warpgroups) 370.5-373.3 / 444-448 / 201.5-202.0 against 363.3
-// / 450 / 195.5 (+2.4%, -1%, +3.3%).
+// / 450 / 195.5 (+2.4%, -1%, +3.3%). Session 19 tested two readings of
+// head dim 128's loss and both were refuted: the wait for the output
+// copies' read moved a turn later, and a third Q buffer (a work tile of
+// lead for the next query's copy). Each was as slow as the early S_0 alone
+// (16 x 512: 274-277 against base's 293), and the clock stamps put the
+// loss in the key-tile phase before the last turn (+1300-1600 cycles a
+// work tile; docs/performance.md, session 19).
 // Taken where the next work tile's query is there by tensor copy and this
 // one's output leaves by tensor copy with every row real (kEarlyS, and the
 // run-time test before the last P V); the row sums and scales are made
@@ -176,40 +182,19 @@
 #ifndef PAGECHECK_WS_EARLY_S
 #define PAGECHECK_WS_EARLY_S 2
 #endif
-// Where a work tile that began with an early S_0 waits for the work tile
-// before's output copies to have read their staging rows (and gives that Q
-// buffer back): 0, right after S_0's softmax, a few hundred cycles after
-// the copies were issued; 1 (an A/B, not yet run on a GPU), after the next
-// S GEMM's wait (key tile 1) or, with one key tile, before the last turn,
-// a turn later. The copies read 16 KB a warpgroup at head dim 128 (8 KB a
-// warpgroup at 64): if that read is what head dim 128's early S_0 waits
-// for, this takes it off the chain. The producer needs the buffer only for
-// the query of the work tile after next.
-#ifndef PAGECHECK_WS_EARLY_FINISH
-#define PAGECHECK_WS_EARLY_FINISH 0
-#endif
-// Three Q buffers at head dim 128 with 16-bit K/V (1; 0, the default: two;
-// an A/B, not yet run on a GPU). With the early S_0, the next work tile's
-// query must be in by this work tile's last turn, and with two buffers
-// its tensor copy can start only once this work tile has released the
-// buffer of the work tile before (after its S_0): at 16 x 512, a work tile
-// of two key tiles gives that copy about one key tile of lead. A third
-// buffer gives it a whole work tile. Fits: 1024 + 3 x 32 KB (Q) + 4 x 32 KB
-// (K, V) + barriers and scratch = 231,536 of 232,448 bytes; FP8 caches'
-// staging does not fit beside it.
-#ifndef PAGECHECK_WS_Q3
-#define PAGECHECK_WS_Q3 0
-#endif
 // Head dim 64's K/V stages (a tile is 16 KB there; 3 fit beside two Q
 // buffers with room to spare). Two measured faster than three (H100,
 // session 13, two interleaved rounds: 335.5 / 397.3 / 182.5 against
 // 325.8 / 385.1 / 178.2 TFLOP/s at 8 x 2048 / 1 x 8192 / 16 x 512, block
 // 16; equal at block 64): docs/performance.md.
-// FP8-K's V stages (2, the default; 3 for an A/B, not yet run on a GPU): a
-// third V stage lets the producer stage and widen V a tile further ahead
-// of the consumers (Nsight Compute, session 17: FP8-K's producer spends its
+// FP8-K's V stages (2, the default; 3 measured slower): a third V stage
+// lets the producer stage and widen V a tile further ahead of the
+// consumers (Nsight Compute, session 17: FP8-K's producer spends its
 // most-stalled line waiting for a free stage). Fits beside two Q buffers:
-// 64 + 32 (K) + 96 (V) + 32 (staging) KB.
+// 64 + 32 (K) + 96 (V) + 32 (staging) KB. H100, session 19 (`prefill_dev
+// fp8`, two rounds): E4M3 406.5 / 467.6-467.9 / 242.3-242.9 / 471-473
+// TFLOP/s against 436.7-439.2 / 508 / 250 / 510 with two (8 x 2048 /
+// 1 x 8192 / 16 x 512 / chunked): -7 to -8%.
 #ifndef PAGECHECK_WS_FP8K_VSTAGES
 #define PAGECHECK_WS_FP8K_VSTAGES 2
 #endif
@@ -280,11 +265,11 @@ struct WsTraits {
   // Q buffers: two (the next work tile's Q arrives during this one's tail);
   // one at head dim 256 (64 KB a buffer: two do not fit beside the K/V
   // stages), and no split query there (its lo rows take buffer 1).
-  static constexpr int kQBuffers = DK == 256 ? 1 : (PAGECHECK_WS_Q3 && DK == 128 && !kFp8) ? 3 : 2;
+  static constexpr int kQBuffers = DK == 256 ? 1 : 2;
   // The next work tile's S_0 under this one's epilogue (PAGECHECK_WS_EARLY_S):
   // 16-bit query by tensor copy into the other Q buffer.
   static constexpr bool kEarlyS =
-      (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers >= 2;
+      (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers == 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
@@ -299,10 +284,8 @@ struct WsTraits {
   static constexpr int kTileBytes = kBlockN * DK * 2;  // one K or V tile (16-bit)
   static constexpr int kKTileBytes = kFp8K ? kBlockN * DK : kTileBytes;  // one K tile as the GEMM reads it
   static constexpr int kVTileBytes = kFp8PV ? kBlockN * DV : kTileBytes;  // one V tile as the GEMM reads it
-  // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer
-  // (two pairs at least: head dim 256's one buffer keeps the layout).
-  static constexpr int kQBufferBars = kQBuffers > 2 ? kQBuffers : 2;
-  static constexpr int kBarrierBytes = 2 * (kStages + kVStages) * 8 + 2 * kQBufferBars * 8;
+  // k_full, v_full, k_empty, v_empty per stage; q_full, q_empty per Q buffer.
+  static constexpr int kBarrierBytes = 2 * (kStages + kVStages) * 8 + 4 * 8;
   // The tensor-copy producer is one warp with nothing to hold; the row
   // producer keeps a key's page and row address.
   // The registers a thread is launched with (65536 a multiprocessor, in
@@ -885,7 +868,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const auto k_empty = [&](int s) { return bars + 8 * (kKS + kVS + s); };
   const auto v_empty = [&](int s) { return bars + 8 * (2 * kKS + kVS + s); };
   const auto q_full = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + b); };
-  const auto q_empty = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + T::kQBufferBars + b); };
+  const auto q_empty = [&](int b) { return bars + 8 * (2 * (kKS + kVS) + 2 + b); };
   if (threadIdx.x == 0) {
     for (int s = 0; s < kKS; ++s) {
       mbar_init(k_full(s), T::kFullArrivals);
@@ -895,7 +878,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       mbar_init(v_full(s), T::kFullArrivals);
       mbar_init(v_empty(s), T::kConsumerWarps);
     }
-    for (int b = 0; b < T::kQBufferBars; ++b) {
+    for (int b = 0; b < 2; ++b) {
       mbar_init(q_full(b), 1);
       mbar_init(q_empty(b), T::kConsumerWarps);
     }
@@ -1386,9 +1369,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_TRACE(4);
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
-        // The work tile before's output copies (issued just before);
-        // PAGECHECK_WS_EARLY_FINISH 1: a turn later.
-        if constexpr (!PAGECHECK_WS_EARLY_FINISH) finish_out_store();
+        finish_out_store();  // the work tile before's output copies (issued just before)
       } else {
         // Tile 0: S alone.
         const int s = static_cast<int>(count % T::kStages);
@@ -1430,7 +1411,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_LOOP_MARK(t2);
         WS_LOOP_ADD(1, t1, t2);
         release(k_empty(s));
-        if (PAGECHECK_WS_EARLY_FINISH && T::kEarlyS && i == 1) finish_out_store();
         softmax(softcap_c, sacc, k.tile_first + i, alphas);
         if constexpr (T::kSumStore) st_shared32(scratch + threadIdx.x * 4, __float_as_uint(l[0] + l[1]));
         WS_LOOP_MARK(t3);
@@ -1450,8 +1430,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_LOOP_MARK(t5);
         WS_LOOP_ADD(4, t4, t5);
       }
-      // A work tile of one key tile that began with an early S_0.
-      if (PAGECHECK_WS_EARLY_FINISH && T::kEarlyS && k.num_tiles == 1) finish_out_store();
       // P V of the last tile.
       {
         const std::int64_t c = count + k.num_tiles - 1;
