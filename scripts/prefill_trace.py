@@ -21,7 +21,12 @@ key tile: waiting for K and the turn, issuing S and P V and S done, the
 softmax, waiting for P V, rescaling O and packing P. One with
 -DPAGECHECK_WS_TRACE=3 instead splits the epilogue: row sums, scales and
 LSEs; rows through shared memory; the proxy fence and the Q release; the
-global stores.
+global stores. One with -DPAGECHECK_WS_TRACE=5 splits "mid" where the
+early S_0 (PAGECHECK_WS_EARLY_S) adds its cost, per key-tile count: the
+softmax of an S_0 that came early (with P and the previous output's
+release), the steady key tiles, decoding the next work tile and the early
+test, the row sums, the early S_0's query and K tile waits, and the last V
+tile's wait and the turn.
 """
 import collections
 import sys
@@ -29,6 +34,7 @@ import sys
 NAMES = ["decode", "qwait", "turn0", "S0", "mid", "lastPV", "epi", "next"]
 LOOP_NAMES = ["K+turn", "issue+S", "softmax", "PVwait", "rescale+P"]
 EPI_NAMES = ["sums+lse", "smem", "fence+release", "stores"]
+EARLY_NAMES = ["S0soft", "steady", "decode+test", "rowsums", "nextQK", "V+turn"]
 
 
 def load(path):
@@ -50,6 +56,7 @@ def report(path):
     steady = 0
     epi = [0.0] * 4
     epi_n = 0
+    early = collections.defaultdict(lambda: [0.0] * 7)  # (key tiles, began early) -> sums, count
     for items in load(path).values():
         items.sort()
         for i, (_, t, tiles, _, sums, mode) in enumerate(items[:-1]):
@@ -61,6 +68,18 @@ def report(path):
                     for j in range(4):
                         epi[j] += marks[j + 1] - marks[j]
                     epi_n += 1
+            elif mode == 5:
+                s10, s11, s12, s13, s14 = sums
+                pre = s10 > 0
+                start = s10 if pre else t[4]
+                after_test = s12 if s12 else s11
+                after_sums = s13 if s13 else after_test
+                after_qk = s14 if s14 else after_sums
+                marks = [t[4], start, s11, after_test, after_sums, after_qk, t[5]]
+                acc = early[(tiles, pre)]
+                for j in range(6):
+                    acc[j] += marks[j + 1] - marks[j]
+                acc[6] += 1
             elif len(sums) == 5 and tiles > 1:
                 for j in range(5):
                     loop[j] += sums[j]
@@ -93,6 +112,13 @@ def report(path):
         print("epilogue (%d work tiles), cycles each: " % epi_n +
               ", ".join("%s %.0f" % (n, x / epi_n) for n, x in zip(EPI_NAMES, epi)) +
               "; total %.0f" % (sum(epi) / epi_n))
+    if early:
+        print("before the last turn (TRACE=5), cycles:")
+        print("tiles early  count " + " ".join("%11s" % n for n in EARLY_NAMES))
+        for (tiles, pre) in sorted(early):
+            acc = early[(tiles, pre)]
+            n = acc[6]
+            print("%5d %5s %6d " % (tiles, "yes" if pre else "no", n) + " ".join("%11.0f" % (a / n) for a in acc[:6]))
     if steady and any(loop):
         print("steady key tiles (%d), cycles each: " % steady +
               ", ".join("%s %.0f" % (n, x / steady) for n, x in zip(LOOP_NAMES, loop)) +

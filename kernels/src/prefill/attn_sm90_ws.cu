@@ -377,6 +377,21 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
   do {                     \
   } while (0)
 #endif
+// -DPAGECHECK_WS_TRACE=5 splits what comes before the last turn, where the
+// early S_0 (PAGECHECK_WS_EARLY_S) adds its fixed cost (session 19: 1300-
+// 1700 cycles a work tile at head dim 128): 10 a work tile that began with
+// an early S_0 has its softmax, P and the previous output's release done;
+// 11 the last steady key tile done; 12 the next work tile decoded and the
+// early test made; 13 the row sums made; 14 the early S_0's query and K
+// tile in (where it comes; then 14 to 5 is the last V tile's wait and the
+// turn); 15 holds 5.
+#if PAGECHECK_WS_TRACE == 5
+#define WS_TRACE_EARLY(slot) WS_TRACE(slot)
+#else
+#define WS_TRACE_EARLY(slot) \
+  do {                       \
+  } while (0)
+#endif
 // -DPAGECHECK_WS_TRACE=4: the steady key tiles of CTAs 0 and 1 one by one
 // (a timeline: loop start, turn taken, S done, softmax done, P V done, P
 // packed, absolute clocks per consumer warpgroup), written to
@@ -1178,6 +1193,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   while (ahead.w < p.num_work) {
     Work k;
     WS_TRACE(0);
+#if PAGECHECK_WS_TRACE == 5
+    WS_TRACE_AT(15, 5);
+#endif
     if (T::kEarlyS && pre) {
       k = next;
     } else if (!finish_work<kBlockM, kBlockN>(p, ahead, k)) {
@@ -1370,6 +1388,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         softmax(softcap_c, sacc, k.tile_first, alphas);
         to_operand(sacc, pa);
         finish_out_store();  // the work tile before's output copies (issued just before)
+        WS_TRACE_EARLY(10);
       } else {
         // Tile 0: S alone.
         const int s = static_cast<int>(count % T::kStages);
@@ -1440,14 +1459,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         // same branch in the epilogue and every warpgroup the same turns).
         std::uint32_t early_q = 0, early_k = 0;
         int early_s = 0;
+        WS_TRACE_EARLY(11);
         if constexpr (T::kEarlyS) {
           early = p.o_tma && p.q_tma && k.num_tiles >= 2 && k.row0 + kBlockM <= k.rows_total &&
                   ahead.w < p.num_work && finish_work<kBlockM, kBlockN>(p, ahead, next) && next.num_tiles > 0;
           early = __all_sync(0xffffffffu, early);  // uniform by construction; the vote says so to ptxas
+          WS_TRACE_EARLY(12);
           // Made here whether or not S_0 comes early (the epilogue makes them
           // again where it does not): under `if (early)` ptxas spilled 136
           // bytes more over the kernels that take this path.
           row_stats();
+          WS_TRACE_EARLY(13);
           if (early) {
             const std::int64_t cn = c + 1;
             const int sn = static_cast<int>(cn % kKS), qn = static_cast<int>((item + 1) % T::kQBuffers);
@@ -1456,6 +1478,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             early_s = sn;
             mbar_wait(q_full(qn), static_cast<int>(((item + 1) / T::kQBuffers) & 1));
             mbar_wait(k_full(sn), static_cast<int>((cn / kKS) & 1));
+            WS_TRACE_EARLY(14);
           }
         }
         mbar_wait(v_full(sp), static_cast<int>((c / kVS) & 1));

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 20's first call (issue 24), carrying build-ab:
+#   here:  scripts/build_prefill_dev.sh base
+#          scripts/build_prefill_dev.sh trbase5 -DPAGECHECK_WS_TRACE=5
+#          scripts/build_prefill_dev.sh trearly5 -DPAGECHECK_WS_TRACE=5 -DPAGECHECK_WS_EARLY_S=1
+#          mkdir -p build-ab; for n in base trbase5 trearly5; do
+#            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#   there: D=$OUT; OUT=/tmp/s20 PACK=$D scripts/device_s20_call.sh
+# A. Where head dim 128's early S_0 loses its 1300-1700 cycles a work tile
+# (docs/performance.md, session 19): the stamps of PAGECHECK_WS_TRACE=5
+# (trbase5: the default kernel; trearly5: the early S_0 at head dim 128)
+# at 16 x 512 and 8 x 2048, block 16, prefill and fmha. Per key-tile
+# count, scripts/prefill_trace.py splits the time before the last turn:
+# S_0's softmax where it came early, the steady key tiles, decoding the
+# next work tile and the early test, the row sums, the early S_0's query
+# and K tile waits, and the last V tile's wait and the turn.
+# B. Nsight Compute (scripts/prefill_prof.sh) on base at E4M3 8 x 2048
+# (FP8-K with the query by tensor copy: the producer's and the consumers'
+# issue and stalls, for E4M3's 0.84 of BF16) and BF16 16 x 512 (the
+# work-tile boundary), while the call's clock allows.
+# Logs in $OUT, packed into $PACK/s20.tgz (s20_partial.tgz at WATCHDOG s).
+set -u
+cd "$(dirname "$0")/.."
+t0=$(date +%s)
+left() { echo $((${1} - ($(date +%s) - t0))); }  # left LINE: seconds until the call's clock reaches LINE
+OUT=${OUT:-s20out}
+PACK=${PACK:-.}
+mkdir -p "$OUT/trace" build-sm90dev
+(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "$PACK/s20_partial.tgz" .) &
+watchdog=$!
+export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
+for n in trbase5 trearly5; do
+  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
+done
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/summary.txt"
+for s in "16 512 16" "8 2048 16"; do
+  for n in trbase5 trearly5; do
+    WS_TRACE="$OUT/trace/${n}_${s// /_}" timeout 60 "build-sm90dev/prefill_dev_$n" trace $s >/dev/null 2>&1
+    echo "$n $s rc=$?" >>"$OUT/summary.txt"
+  done
+done
+for t in "$OUT"/trace/tr*; do
+  case $t in *.txt) continue ;; esac
+  python3 scripts/prefill_trace.py "$t" >"$t.txt" 2>&1
+  { echo "== $(basename "$t")"; cat "$t.txt"; } >>"$OUT/summary.txt"
+done
+echo "A done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+for shape in "8 2048 16 e4m3" "16 512 16"; do
+  [ "$(left 380)" -gt 0 ] || continue
+  OUT=$OUT/prof timeout "$(left 540)" scripts/prefill_prof.sh base "$shape" >>"$OUT/prof.log" 2>&1
+  echo "prof $shape rc=$? at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+done
+for f in "$OUT"/prof/stalls_*.txt; do
+  [ -f "$f" ] && { echo "== $(basename "$f")"; head -40 "$f"; } >>"$OUT/summary.txt"
+done
+kill "$watchdog" 2>/dev/null
+(cd "$OUT" && tar czf "$PACK/s20.tgz" .)
+cat "$OUT/summary.txt"
