@@ -3,7 +3,9 @@
 #   here:  scripts/build_prefill_dev.sh base
 #          scripts/build_prefill_dev.sh trbase5 -DPAGECHECK_WS_TRACE=5
 #          scripts/build_prefill_dev.sh trearly5 -DPAGECHECK_WS_TRACE=5 -DPAGECHECK_WS_EARLY_S=1
-#          mkdir -p build-ab; for n in base trbase5 trearly5; do
+#          git show c55d13a:kernels/src/prefill/attn_sm90_ws.cu >/tmp/ws_nopf.cu
+#          WS_SRC=/tmp/ws_nopf.cu scripts/build_prefill_dev.sh nopf
+#          mkdir -p build-ab; for n in base nopf trbase5 trearly5; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #   there: D=$OUT; OUT=/tmp/s20 PACK=$D scripts/device_s20_call.sh
 # A. Where head dim 128's early S_0 loses its 1300-1700 cycles a work tile
@@ -14,6 +16,9 @@
 # S_0's softmax where it came early, the steady key tiles, decoding the
 # next work tile and the early test, the row sums, the early S_0's query
 # and K tile waits, and the last V tile's wait and the turn.
+# C. (first, it is short) The output's tensor map prefetched at the
+# kernel's start (base, since session 19) against c55d13a's kernel
+# without it (nopf): `prefill_dev quick`, two interleaved rounds.
 # B. Nsight Compute (scripts/prefill_prof.sh) on base at E4M3 8 x 2048
 # (FP8-K with the query by tensor copy: the producer's and the consumers'
 # issue and stalls, for E4M3's 0.84 of BF16) and BF16 16 x 512 (the
@@ -45,6 +50,17 @@ for t in "$OUT"/trace/tr*; do
   { echo "== $(basename "$t")"; cat "$t.txt"; } >>"$OUT/summary.txt"
 done
 echo "A done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+for n in base nopf; do
+  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
+done
+for round in 1 2; do
+  for n in base nopf; do
+    timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
+    echo "quick $n r$round: $(grep -E 'TFLOP|FAIL' "$OUT/quick_${n}_$round.log" | tr -s ' ' | tr '\n' ';' | cut -c1-700)" \
+      >>"$OUT/summary.txt"
+  done
+done
+echo "C done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 for shape in "8 2048 16 e4m3" "16 512 16"; do
   [ "$(left 380)" -gt 0 ] || continue
   OUT=$OUT/prof timeout "$(left 540)" scripts/prefill_prof.sh base "$shape" >>"$OUT/prof.log" 2>&1
