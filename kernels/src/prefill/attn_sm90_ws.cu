@@ -170,7 +170,7 @@
 // copies' read moved a turn later, and a third Q buffer (a work tile of
 // lead for the next query's copy). Each was as slow as the early S_0 alone
 // (16 x 512: 274-277 against base's 293), and the clock stamps put the
-// loss in the key-tile phase before the last turn (+1300-1600 cycles a
+// loss in the key-tile phase before the last turn (+1300-1700 cycles a
 // work tile; docs/performance.md, session 19).
 // Taken where the next work tile's query is there by tensor copy and this
 // one's output leaves by tensor copy with every row real (kEarlyS, and the
