@@ -47,20 +47,8 @@ mkdir -p "$OUT/trace" build-sm90dev
 (sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "$PACK/s19a_partial.tgz" .) &
 watchdog=$!
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
-for n in trbase trearly; do
-  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
-done
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/summary.txt"
-for s in "16 512 16" "8 2048 16"; do
-  for n in trbase trearly; do
-    WS_TRACE="$OUT/trace/${n}_${s// /_}" timeout 60 "build-sm90dev/prefill_dev_$n" trace $s >/dev/null 2>&1
-    echo "$n $s rc=$?" >>"$OUT/summary.txt"
-  done
-done
-for t in "$OUT"/trace/tr*; do
-  python3 scripts/prefill_trace.py "$t" >"$t.txt" 2>&1
-  grep -E "^(fit|steady)" "$t.txt" | sed "s|^|$(basename "$t"): |"
-done | tee -a "$OUT/summary.txt"
+scripts/prefill_trace_run.sh "$OUT/trace" "$OUT/summary.txt" trbase trearly
 for n in trbase trearly; do
   cuobjdump -sass "build-sm90dev/prefill_dev_$n" >"$OUT/sass_$n.txt" 2>&1
   echo "$n: $(grep -c 'HGMMA' "$OUT/sass_$n.txt") HGMMA, $(wc -l <"$OUT/sass_$n.txt") SASS lines" >>"$OUT/summary.txt"
