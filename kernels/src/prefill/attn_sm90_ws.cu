@@ -1913,8 +1913,10 @@ static bool env_is(const char* name, const char* value) {
 // TFLOP/s (docs/performance.md, session 4): the row producer 397-399 at
 // every page size at 8 x 2048, block 16 as 8 boxes 366-368, block 64 as 2
 // boxes 473-476; at block 16 the rows also win at 1 x 8192 (463 / 413) and
-// chunked (465 / 410) and tie at 16 x 512 (229). PAGECHECK_WS_TMA_MIN=N (a developer knob, read once) moves the
-// threshold for such comparisons.
+// chunked (465 / 410) and tie at 16 x 512 (229). Session 19, the kernel at
+// 515 TFLOP/s: block 16 as 8 boxes 391 against rows' 515 at 8 x 2048 (-24%),
+// block 64 as rows 514 against boxes' 526. PAGECHECK_WS_TMA_MIN=N (a
+// developer knob, read once) moves the threshold for such comparisons.
 // FP8 caches always take the row producer (it widens them to BF16).
 bool sm90_ws_uses_tma(int block_size, DType kv_dtype) {
   static const int min_block = [] {
