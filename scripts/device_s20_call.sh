@@ -7,6 +7,7 @@
 #          WS_SRC=/tmp/ws_nopf.cu scripts/build_prefill_dev.sh nopf
 #          mkdir -p build-ab; for n in base nopf trbase5 trearly5; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#          scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-ab/decode_probe && gzip -9 build-ab/decode_probe
 #   there: D=$OUT; OUT=/tmp/s20 PACK=$D scripts/device_s20_call.sh
 # A. Where head dim 128's early S_0 loses its 1300-1700 cycles a work tile
 # (docs/performance.md, session 19): the stamps of PAGECHECK_WS_TRACE=5
@@ -19,6 +20,11 @@
 # C. (first, it is short) The output's tensor map prefetched at the
 # kernel's start (base, since session 19) against c55d13a's kernel
 # without it (nopf): `prefill_dev quick`, two interleaved rounds.
+# D. (issue 18) `decode_probe roof_paged`, now with NHD pages by tensor
+# copies (a tensor map over the pool, boxes of 64 dims x 1 head x 16 slot
+# rows) beside 16-byte loads and bulk copies, where build-ab holds
+# decode_probe.gz: whether any loader reads the bench's NHD pages faster
+# than the direct kernel does (2958 GB/s at 64 x 4096, session 19).
 # B. Nsight Compute (scripts/prefill_prof.sh) on base at E4M3 8 x 2048
 # (FP8-K with the query by tensor copy: the producer's and the consumers'
 # issue and stalls, for E4M3's 0.84 of BF16) and BF16 16 x 512 (the
@@ -48,6 +54,12 @@ for round in 1 2; do
   done
 done
 echo "C done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+if [ -f build-ab/decode_probe.gz ]; then
+  gunzip -c build-ab/decode_probe.gz >build-sm90dev/decode_probe && chmod +x build-sm90dev/decode_probe
+  timeout 90 build-sm90dev/decode_probe roof_paged >"$OUT/roof_paged.log" 2>&1
+  echo "roof_paged rc=$?" >>"$OUT/summary.txt"
+  cat "$OUT/roof_paged.log" >>"$OUT/summary.txt"
+fi
 for shape in "8 2048 16 e4m3" "16 512 16"; do
   [ "$(left 380)" -gt 0 ] || continue
   OUT=$OUT/prof timeout "$(left 540)" scripts/prefill_prof.sh base "$shape" >>"$OUT/prof.log" 2>&1
