@@ -6,7 +6,8 @@
 //   (also small: sanitizer cases; bench4: the first five bench shapes;
 //   bench4t: those with direct and split:1024 alone; ncu1: profiling launches;
 //   roof: the bench protocol's floor and read-only ceilings, contiguous and
-//   over the bench's paged layouts; roof_paged: the paged ones alone)
+//   over the bench's paged layouts by 16-byte loads, bulk copies and, for NHD,
+//   tensor copies; roof_paged: the paged ones alone)
 //
 // check: random paged cases (fixed seeds) over block sizes, lengths, dtypes,
 //   layouts, GQA ratios, windows, softcap; outputs poisoned with NaN, compared
