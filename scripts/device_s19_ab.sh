@@ -9,7 +9,7 @@
 #          scripts/build_prefill_dev.sh earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_EARLY_FINISH=1
 #          scripts/build_prefill_dev.sh q3early -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1
 #          scripts/build_prefill_dev.sh q3earlyfin -DPAGECHECK_WS_EARLY_S=1 -DPAGECHECK_WS_Q3=1 -DPAGECHECK_WS_EARLY_FINISH=1
-#          (PAGECHECK_WS_EARLY_FINISH and PAGECHECK_WS_Q3 are in 33f79e4 only:
+#          (PAGECHECK_WS_EARLY_FINISH and PAGECHECK_WS_Q3 are in 725db33 only:
 #          both lost and were removed after the call; docs/performance.md,
 #          session 19)
 #   there: D=$OUT; OUT=/tmp/s19a PACK=$D scripts/device_s19_ab.sh
