@@ -17,15 +17,15 @@
 # S_0's softmax where it came early, the steady key tiles, decoding the
 # next work tile and the early test, the row sums, the early S_0's query
 # and K tile waits, and the last V tile's wait and the turn.
-# C. (first, it is short) The output's tensor map prefetched at the
+# B. The output's tensor map prefetched at the
 # kernel's start (base, since session 19) against c55d13a's kernel
 # without it (nopf): `prefill_dev quick`, two interleaved rounds.
-# D. (issue 18) `decode_probe roof_paged`, now with NHD pages by tensor
+# C. (issue 18) `decode_probe roof_paged`, now with NHD pages by tensor
 # copies (a tensor map over the pool, boxes of 64 dims x 1 head x 16 slot
 # rows) beside 16-byte loads and bulk copies, where build-ab holds
 # decode_probe.gz: whether any loader reads the bench's NHD pages faster
 # than the direct kernel does (2958 GB/s at 64 x 4096, session 19).
-# B. Nsight Compute (scripts/prefill_prof.sh) on base at E4M3 8 x 2048
+# D. Nsight Compute (scripts/prefill_prof.sh) on base at E4M3 8 x 2048
 # (FP8-K with the query by tensor copy: the producer's and the consumers'
 # issue and stalls, for E4M3's 0.84 of BF16) and BF16 16 x 512 (the
 # work-tile boundary), while the call's clock allows.
@@ -53,7 +53,7 @@ for round in 1 2; do
       >>"$OUT/summary.txt"
   done
 done
-echo "C done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+echo "B done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 if [ -f build-ab/decode_probe.gz ]; then
   gunzip -c build-ab/decode_probe.gz >build-sm90dev/decode_probe && chmod +x build-sm90dev/decode_probe
   timeout 90 build-sm90dev/decode_probe roof_paged >"$OUT/roof_paged.log" 2>&1

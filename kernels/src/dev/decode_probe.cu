@@ -20,7 +20,6 @@
 // Every check and bench row runs both decode loops where the tensor-core one
 // applies (16-bit K/V): "mma" (decode_mma.cuh, PAGECHECK_DECODE_KERNEL=mma) and
 // "simt" (the CUDA-core loop, the library's default); ncu1 profiles mma first, then simt.
-#include <cuda.h>  // CUtensorMap (the encoder is reached through the runtime's driver entry point)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include <vector>
 
 #include "common/launchers.cuh"
+#include "common/tensor_map.cuh"
 #include "harness/probe_read.cuh"
 #include "pagecheck/dtype.hpp"
 
@@ -788,6 +788,18 @@ static void run_roof() {
   cudaFree(sink);
 }
 
+// A paged roof CTA's pages (grid: sequence x KV head x chunk of 32 pages):
+// its sequence, head, and pages [first, last) of the sequence's table.
+constexpr int kRoofPagesPerCta = 32;
+struct RoofPages {
+  int seq, head, first, last;
+};
+__device__ __forceinline__ RoofPages roof_pages(int pages_per_seq, int heads, int chunks) {
+  const int unit = blockIdx.x, chunk = unit % chunks;
+  const int first = chunk * kRoofPagesPerCta;
+  return {unit / (chunks * heads), (unit / chunks) % heads, first, min(first + kRoofPagesPerCta, pages_per_seq)};
+}
+
 // The same protocol over the bench's own byte pattern (session 18): K and V
 // pools of 16-slot pages (8 KV heads, head dim 128, BF16) in NHD or HND,
 // every sequence's pages a shuffled draw of the pool, read by a kernel
@@ -801,12 +813,10 @@ template <bool kHnd>
 __global__ void __launch_bounds__(128) roof_paged_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v,
                                                          const int* __restrict__ table, int pages_per_seq, int heads,
                                                          int chunks, unsigned* __restrict__ sink) {
-  constexpr int kPagesPerCta = 32;
-  const int unit = blockIdx.x;
-  const int chunk = unit % chunks, head = (unit / chunks) % heads, seq = unit / (chunks * heads);
+  const RoofPages cta = roof_pages(pages_per_seq, heads, chunks);
+  const int seq = cta.seq, head = cta.head, first = cta.first, last = cta.last;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int* t = table + static_cast<std::size_t>(seq) * pages_per_seq;
-  const int first = chunk * kPagesPerCta, last = min(first + kPagesPerCta, pages_per_seq);
   // Lane L reads chunk L % 16 of rows L / 16 + 2 i (i = 0..7) of a page.
   const auto row = [&](int page, int slot) -> std::size_t {
     return kHnd ? ((static_cast<std::size_t>(page) * heads + head) * 16 + slot) * 16
@@ -853,50 +863,66 @@ __device__ __forceinline__ void roof_bar_wait(std::uint32_t bar, int parity) {
       "r"(parity)
       : "memory");
 }
+// The ring of kBulkStages stage barriers that roof_bulk_kernel and
+// roof_tma_kernel keep in shared memory (initialised by lane 0, one arrival
+// each); a stage holds a unit: a page's 16 K and 16 V rows of one head.
+constexpr int kRoofUnit = 8192;
+__device__ __forceinline__ std::uint32_t roof_bar(unsigned long long* bars, int st) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(&bars[st]));
+}
+__device__ __forceinline__ void roof_init_bars(unsigned long long* bars) {
+  if (threadIdx.x == 0)
+    for (int st = 0; st < kBulkStages; ++st)
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(roof_bar(bars, st)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  __syncwarp();
+}
+// Stage u of the ring: wait until the unit kBulkStages before it has landed,
+// then lane 0 arms it for a unit's bytes.
+__device__ __forceinline__ void roof_stage_begin(unsigned long long* bars, int u) {
+  const int st = u % kBulkStages;
+  if (u >= kBulkStages) roof_bar_wait(roof_bar(bars, st), ((u - kBulkStages) / kBulkStages) & 1);
+  if (threadIdx.x == 0)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(roof_bar(bars, st)), "r"(kRoofUnit)
+                 : "memory");
+}
+// The last kBulkStages of n units landed.
+__device__ __forceinline__ void roof_drain(unsigned long long* bars, int n) {
+  for (int u = n > kBulkStages ? n - kBulkStages : 0; u < n; ++u)
+    roof_bar_wait(roof_bar(bars, u % kBulkStages), (u / kBulkStages) & 1);
+}
 template <int kLayout>  // 0 NHD, 1 HND, 2 contiguous
 __global__ void __launch_bounds__(32) roof_bulk_kernel(const char* __restrict__ k, const char* __restrict__ v,
                                                        const int* __restrict__ table, int pages_per_seq, int heads,
                                                        int chunks, std::size_t k_bytes) {
-  constexpr int kPagesPerCta = 32, kUnit = 8192;
   extern __shared__ __align__(128) unsigned char roof_smem[];
   __shared__ __align__(8) unsigned long long bars[kBulkStages];
   const int lane = threadIdx.x;
-  const int unit = blockIdx.x;
-  const int chunk = unit % chunks, head = (unit / chunks) % heads, seq = unit / (chunks * heads);
-  const int first = chunk * kPagesPerCta, last = min(first + kPagesPerCta, pages_per_seq);
+  const RoofPages cta = roof_pages(pages_per_seq, heads, chunks);
   const std::uint32_t smem = static_cast<std::uint32_t>(__cvta_generic_to_shared(roof_smem));
-  const auto bar = [&](int st) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(&bars[st])); };
-  if (lane == 0)
-    for (int st = 0; st < kBulkStages; ++st)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(st)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  __syncwarp();
+  roof_init_bars(bars);
   const std::size_t row = 256, slot_stride = static_cast<std::size_t>(heads) * row;
-  for (int p = first; p < last; ++p) {
-    const int u = p - first, st = u % kBulkStages;
-    if (u >= kBulkStages) roof_bar_wait(bar(st), ((u - kBulkStages) / kBulkStages) & 1);
-    if (lane == 0)
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar(st)), "r"(kUnit) : "memory");
+  for (int p = cta.first; p < cta.last; ++p) {
+    const int u = p - cta.first, st = u % kBulkStages;
+    roof_stage_begin(bars, u);
     __syncwarp();
-    const std::uint32_t dst = smem + st * kUnit;
+    const std::uint32_t dst = smem + st * kRoofUnit, bar = roof_bar(bars, st);
     if constexpr (kLayout == 2) {
-      const std::size_t at = (static_cast<std::size_t>(unit) * kPagesPerCta + u) * kUnit;  // K's bytes, then V's
-      if (lane == 0) roof_bulk_copy(dst, at < k_bytes ? k + at : v + (at - k_bytes), kUnit, bar(st));
+      const std::size_t at = (static_cast<std::size_t>(blockIdx.x) * kRoofPagesPerCta + u) * kRoofUnit;  // K's bytes, then V's
+      if (lane == 0) roof_bulk_copy(dst, at < k_bytes ? k + at : v + (at - k_bytes), kRoofUnit, bar);
     } else {
-      const std::size_t page = static_cast<std::size_t>(table[static_cast<std::size_t>(seq) * pages_per_seq + p]);
+      const std::size_t page = static_cast<std::size_t>(table[static_cast<std::size_t>(cta.seq) * pages_per_seq + p]);
       if constexpr (kLayout == 1) {
-        const std::size_t at = (page * heads + head) * 16 * row;
-        if (lane == 0) roof_bulk_copy(dst, k + at, 4096, bar(st));
-        if (lane == 1) roof_bulk_copy(dst + 4096, v + at, 4096, bar(st));
+        const std::size_t at = (page * heads + cta.head) * 16 * row;
+        if (lane == 0) roof_bulk_copy(dst, k + at, 4096, bar);
+        if (lane == 1) roof_bulk_copy(dst + 4096, v + at, 4096, bar);
       } else {
-        const int r = lane % 16;
-        const std::size_t at = page * 16 * slot_stride + r * slot_stride + head * row;
-        roof_bulk_copy(dst + lane * 256, (lane < 16 ? k : v) + at, 256, bar(st));
+        const std::size_t at = page * 16 * slot_stride + (lane % 16) * slot_stride + cta.head * row;
+        roof_bulk_copy(dst + lane * 256, (lane < 16 ? k : v) + at, 256, bar);
       }
     }
   }
-  const int n = last - first;
-  for (int u = n > kBulkStages ? n - kBulkStages : 0; u < n; ++u) roof_bar_wait(bar(u % kBulkStages), (u / kBulkStages) & 1);
+  roof_drain(bars, cta.last - cta.first);
 }
 
 // NHD pages by tensor copies (cp.async.bulk.tensor over a tensor map of the
@@ -909,67 +935,48 @@ __global__ void __launch_bounds__(32) roof_tma_kernel(const __grid_constant__ CU
                                                       const __grid_constant__ CUtensorMap v_map,
                                                       const int* __restrict__ table, int pages_per_seq, int heads,
                                                       int chunks) {
-  constexpr int kPagesPerCta = 32, kUnit = 8192;
   extern __shared__ __align__(1024) unsigned char roof_tma_smem[];
   __shared__ __align__(8) unsigned long long bars[kBulkStages];
-  const int lane = threadIdx.x;
-  const int unit = blockIdx.x;
-  const int chunk = unit % chunks, head = (unit / chunks) % heads, seq = unit / (chunks * heads);
-  const int first = chunk * kPagesPerCta, last = min(first + kPagesPerCta, pages_per_seq);
+  const RoofPages cta = roof_pages(pages_per_seq, heads, chunks);
   const std::uint32_t smem = (static_cast<std::uint32_t>(__cvta_generic_to_shared(roof_tma_smem)) + 1023u) & ~1023u;
-  const auto bar = [&](int st) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(&bars[st])); };
-  if (lane == 0) {
-    for (int st = 0; st < kBulkStages; ++st)
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar(st)) : "memory");
+  if (threadIdx.x == 0) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&k_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<std::uint64_t>(&v_map)) : "memory");
   }
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  __syncwarp();
-  for (int p = first; p < last; ++p) {
-    const int u = p - first, st = u % kBulkStages;
-    if (u >= kBulkStages) roof_bar_wait(bar(st), ((u - kBulkStages) / kBulkStages) & 1);
-    if (lane == 0) {
-      const int row0 = table[static_cast<std::size_t>(seq) * pages_per_seq + p] * 16;
-      const std::uint32_t dst = smem + st * kUnit;
-      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar(st)), "r"(kUnit) : "memory");
+  roof_init_bars(bars);
+  for (int p = cta.first; p < cta.last; ++p) {
+    const int u = p - cta.first, st = u % kBulkStages;
+    roof_stage_begin(bars, u);
+    if (threadIdx.x == 0) {
+      const int row0 = table[static_cast<std::size_t>(cta.seq) * pages_per_seq + p] * 16;
+      const std::uint32_t dst = smem + st * kRoofUnit;
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
         const CUtensorMap* map = b < 2 ? &k_map : &v_map;
         asm volatile(
             "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
             "[%5];\n" ::"r"(dst + b * 2048),
-            "l"(reinterpret_cast<std::uint64_t>(map)), "r"((b % 2) * 64), "r"(head), "r"(row0), "r"(bar(st))
+            "l"(reinterpret_cast<std::uint64_t>(map)), "r"((b % 2) * 64), "r"(cta.head), "r"(row0),
+            "r"(roof_bar(bars, st))
             : "memory");
       }
     }
     __syncwarp();
   }
-  const int n = last - first;
-  for (int u = n > kBulkStages ? n - kBulkStages : 0; u < n; ++u) roof_bar_wait(bar(u % kBulkStages), (u / kBulkStages) & 1);
+  roof_drain(bars, cta.last - cta.first);
 }
 
-using RoofEncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                     const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 // The NHD pool of `pages` pages as (128 dims, heads, pages * 16 slot rows),
 // BF16, boxes of 64 x 1 x 16; false where the driver lacks the encoder.
 static bool roof_nhd_map(CUtensorMap& map, void* base, int heads, std::size_t pages) {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  const pagecheck::gpu::EncodeTiled encode = pagecheck::gpu::encode_tiled();
+  if (encode == nullptr) return false;
   const cuuint64_t dims[3] = {128, static_cast<cuuint64_t>(heads), static_cast<cuuint64_t>(pages) * 16};
   const cuuint64_t strides[2] = {256, static_cast<cuuint64_t>(heads) * 256};  // bytes: a head's row, a slot row
   const cuuint32_t box[3] = {64, 1, 16}, elem[3] = {1, 1, 1};
-  return reinterpret_cast<RoofEncodeTiled>(fn)(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, elem,
-                                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 static void run_roof_paged() {
@@ -1011,7 +1018,7 @@ static void run_roof_paged() {
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng);
     CK(cudaMemcpy(table, perm.data(), pages * sizeof(int), cudaMemcpyHostToDevice));
-    const int chunks = (pages_per_seq + 31) / 32;
+    const int chunks = (pages_per_seq + kRoofPagesPerCta - 1) / kRoofPagesPerCta;
     const int grid = sh.seqs * kHeads * chunks;
     const double bytes = 2.0 * pages * page_bytes;
     for (int hnd = 0; hnd < 2; ++hnd) {

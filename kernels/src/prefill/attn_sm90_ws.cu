@@ -82,6 +82,7 @@
 
 #include "prefill/attn_sm90.cuh"
 #include "common/cuda_check.cuh"
+#include "common/tensor_map.cuh"
 #include "prefill/sm90_primitives.cuh"
 #include "prefill/wgmma_tile.cuh"
 
@@ -1656,27 +1657,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 }
 
 // ---- launcher -------------------------------------------------------------------
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled from the driver, looked up once (the runtime is
-// linked statically; libcuda is only reached through the driver entry point).
-EncodeTiled encode_tiled() {
-  static EncodeTiled fn = [] {
-    void* ptr = nullptr;
-    cudaDriverEntryPointQueryResult result{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &result) !=
-            cudaSuccess ||
-        result != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<EncodeTiled>(nullptr);
-    }
-    return reinterpret_cast<EncodeTiled>(ptr);
-  }();
-  return fn;
-}
 
 // A 4-D map of 16-bit elements over (dim, slot, head, block), or (dim,
 // head, slot, block) when `head_inner` (strides ascending either way), with
