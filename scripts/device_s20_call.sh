@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Session 20's first call (issue 24), carrying build-ab:
-#   here:  scripts/build_prefill_dev.sh base
+# Session 20's first call (issues 24 and 18), carrying build-ab:
+#   here:  scripts/build_prefill_dev.sh base      (at ab7ccda)
+#          scripts/build_prefill_dev.sh half      (the half-width last key tile, the default since)
 #          scripts/build_prefill_dev.sh trbase5 -DPAGECHECK_WS_TRACE=5
 #          scripts/build_prefill_dev.sh trearly5 -DPAGECHECK_WS_TRACE=5 -DPAGECHECK_WS_EARLY_S=1
 #          git show c55d13a:kernels/src/prefill/attn_sm90_ws.cu >/tmp/ws_nopf.cu
 #          WS_SRC=/tmp/ws_nopf.cu scripts/build_prefill_dev.sh nopf
-#          mkdir -p build-ab; for n in base nopf trbase5 trearly5; do
+#          mkdir -p build-ab; for n in half base nopf trbase5 trearly5; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-ab/decode_probe && gzip -9 build-ab/decode_probe
 #   there: D=$OUT; OUT=/tmp/s20 PACK=$D scripts/device_s20_call.sh
+# AB. The half-width last key tile (PAGECHECK_WS_HALF_LAST, `half`): the
+# dev driver's checks and its small suite under memcheck, racecheck and
+# synccheck, then `prefill_dev quick` of half, base and nopf (B below),
+# two interleaved rounds (scripts/prefill_ab_run.sh).
 # A. Where head dim 128's early S_0 loses its 1300-1700 cycles a work tile
 # (docs/performance.md, session 19): the stamps of PAGECHECK_WS_TRACE=5
 # (trbase5: the default kernel; trearly5: the early S_0 at head dim 128)
@@ -41,24 +46,18 @@ mkdir -p "$OUT/trace" build-sm90dev
 watchdog=$!
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/summary.txt"
-scripts/prefill_trace_run.sh "$OUT/trace" "$OUT/summary.txt" trbase5 trearly5
-echo "A done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
-for n in base nopf; do
-  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
-done
-for round in 1 2; do
-  for n in base nopf; do
-    timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
-    echo "quick $n r$round: $(grep -E 'TFLOP|FAIL' "$OUT/quick_${n}_$round.log" | tr -s ' ' | tr '\n' ';' | cut -c1-700)" \
-      >>"$OUT/summary.txt"
-  done
-done
-echo "B done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
+OUT=$OUT/ab timeout 330 scripts/prefill_ab_run.sh half base nopf >"$OUT/ab.log" 2>&1
+cat "$OUT/ab.log" >>"$OUT/summary.txt"
+echo "AB and B done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 if [ -f build-ab/decode_probe.gz ]; then
   gunzip -c build-ab/decode_probe.gz >build-sm90dev/decode_probe && chmod +x build-sm90dev/decode_probe
   timeout 90 build-sm90dev/decode_probe roof_paged >"$OUT/roof_paged.log" 2>&1
   echo "roof_paged rc=$?" >>"$OUT/summary.txt"
   cat "$OUT/roof_paged.log" >>"$OUT/summary.txt"
+fi
+if [ "$(left 420)" -gt 0 ]; then
+  scripts/prefill_trace_run.sh "$OUT/trace" "$OUT/summary.txt" trbase5 trearly5
+  echo "A done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 fi
 for shape in "8 2048 16 e4m3" "16 512 16"; do
   [ "$(left 380)" -gt 0 ] || continue

@@ -199,6 +199,18 @@
 #ifndef PAGECHECK_WS_FP8K_VSTAGES
 #define PAGECHECK_WS_FP8K_VSTAGES 2
 #endif
+// The last key tile at half width where the mask leaves it no key past its
+// first 64 (the causal diagonal of a work tile whose last visible key falls
+// in the tile's low half, or a sequence's end): S by m64n64 and P V by
+// four k-steps instead of eight, the high half masked to -inf as before.
+// With 32 tokens a work tile (GQA 4), half the work tiles' diagonals at
+// 16 x 512 qualify: a tenth of the key tiles' GEMMs there, 3% at 8 x 2048.
+// 16-bit caches and 128-key tiles only: with an FP8 cache widened in
+// shared memory, ptxas serialised the wgmma (C7511, registers), and FP8-K
+// has no m64n64 path for S.
+#ifndef PAGECHECK_WS_HALF_LAST
+#define PAGECHECK_WS_HALF_LAST 1
+#endif
 #ifndef PAGECHECK_WS_D64_STAGES
 #define PAGECHECK_WS_D64_STAGES 2
 #endif
@@ -272,6 +284,7 @@ struct WsTraits {
   static constexpr bool kEarlyS =
       (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers == 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
+  static constexpr bool kHalfLast = PAGECHECK_WS_HALF_LAST && kBlockN == 128 && !kFp8;
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
   static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
@@ -1274,6 +1287,44 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       else
         issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
     };
+    // The last key tile at half width (kHalfLast): no key the mask lets
+    // through lies past its first 64. A vote, so that ptxas sees the
+    // branches around the wgmma as uniform (C7520).
+    const bool half_last = T::kHalfLast && __all_sync(0xffffffffu, k.key_hi - (k.tile_first + k.num_tiles - 1) *
+                                                                                   kBlockN <=
+                                                                               kBlockN / 2);
+    // S of the last key tile, half width where half_last holds (the low
+    // 64 keys by m64n64; sacc's high half keeps the P floats it held, which
+    // the mask then makes -inf).
+    const auto issue_s_half = [&](auto half_c, float (&sacc)[T::kSFloats], std::uint32_t ks) {
+      if constexpr (decltype(half_c)::value)
+        issue_qk<T::kF16K, kBlockM, kBlockN, DK, true>(sacc, q_wg, q_lo_wg, ks, split_q);
+      else
+        issue_s(sacc, ks);
+    };
+    // A pipeline stage whose S may be half width is written out twice, whole
+    // from its issue to its wait, for the branch to join where nothing is in
+    // flight: with the join inside the stage (only the issue in a branch),
+    // ptxas serialised every wgmma (C7515), and with sacc's high half set
+    // before the stage, it ran out of registers for them (C7511).
+    const auto with_half = [&](bool last, auto&& stage_fn) {
+      if constexpr (T::kHalfLast && PAGECHECK_WS_HALF_LAST != 2) {
+        if (last && half_last) {
+          stage_fn(std::true_type{});
+          return;
+        }
+      }
+      stage_fn(std::false_type{});
+    };
+    const auto issue_pv_last = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
+      if constexpr (T::kHalfLast) {
+        if (half_last) {
+          issue_pv<T::kF16V, kBlockN, T::DV, kBlockN / 32>(o, pa, vs);
+          return;
+        }
+      }
+      issue_pv_tile(pa, vs);
+    };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
     // kSoftcap is a compile-time copy of has_softcap: with one shared
@@ -1402,12 +1453,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         landed();
         turn_sync();
         WS_TRACE(3);
-        wgmma_fence();
-        issue_s(sacc, k_smem + s * T::kKTileBytes);
-        wgmma_commit();
-        turn_pass();
-        wgmma_wait<0>();
-        fence_regs(sacc);
+        with_half(k.num_tiles == 1, [&](auto half_c) {
+          wgmma_fence();
+          issue_s_half(half_c, sacc, k_smem + s * T::kKTileBytes);
+          wgmma_commit();
+          turn_pass();
+          wgmma_wait<0>();
+          fence_regs(sacc);
+        });
         WS_TRACE(4);
         release(k_empty(s));
         finish_out_store();  // not before the wait: divergent code there serialises every wgmma (C7520)
@@ -1423,16 +1476,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         turn_sync();
         WS_LOOP_MARK(t1);
         WS_LOOP_ADD(0, t0, t1);
-        wgmma_fence();
-        issue_s(sacc, k_smem + s * T::kKTileBytes);
-        wgmma_commit();
-        mbar_wait(v_full(sp), static_cast<int>(((c - 1) / kVS) & 1));
-        landed();
-        issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
-        wgmma_commit();
-        turn_pass();
-        wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
-        fence_regs(sacc);
+        with_half(i + 1 == k.num_tiles, [&](auto half_c) {
+          wgmma_fence();
+          issue_s_half(half_c, sacc, k_smem + s * T::kKTileBytes);
+          wgmma_commit();
+          mbar_wait(v_full(sp), static_cast<int>(((c - 1) / kVS) & 1));
+          landed();
+          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+          wgmma_commit();
+          turn_pass();
+          wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
+          fence_regs(sacc);
+        });
         WS_LOOP_MARK(t2);
         WS_LOOP_ADD(1, t1, t2);
         release(k_empty(s));
@@ -1498,7 +1553,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           turn_sync();
           WS_TRACE(5);
           wgmma_fence();
-          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+          issue_pv_last(pa, v_smem + sp * T::kVTileBytes);
           wgmma_commit();
           issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, early_q, q_lo_wg, early_k, false);
           wgmma_commit();
@@ -1520,7 +1575,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           turn_sync();
           WS_TRACE(5);
           wgmma_fence();
-          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+          issue_pv_last(pa, v_smem + sp * T::kVTileBytes);
           wgmma_commit();
           turn_pass();
           wgmma_wait<0>();
