@@ -46,7 +46,10 @@ mkdir -p "$OUT/trace" build-sm90dev
 watchdog=$!
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader | tee "$OUT/summary.txt"
-OUT=$OUT/ab timeout 330 scripts/prefill_ab_run.sh half base nopf >"$OUT/ab.log" 2>&1
+# Whether sm_90a runs ex2.approx.f16x2 / bf16x2 as one MUFU (two
+# exponentials an instruction) or two (a probe cubin, if carried).
+[ -f build-ab/ex2t.cubin ] && cuobjdump -sass build-ab/ex2t.cubin | grep -E "MUFU|F2F|HADD2|PRMT" >>"$OUT/summary.txt"
+OUT=$OUT/ab timeout 330 scripts/prefill_ab_run.sh half half3 base nopf >"$OUT/ab.log" 2>&1
 cat "$OUT/ab.log" >>"$OUT/summary.txt"
 echo "AB and B done at $(($(date +%s) - t0)) s" >>"$OUT/summary.txt"
 if [ -f build-ab/decode_probe.gz ]; then

@@ -199,18 +199,15 @@
 #ifndef PAGECHECK_WS_FP8K_VSTAGES
 #define PAGECHECK_WS_FP8K_VSTAGES 2
 #endif
-// The last key tile at half width where the mask leaves it no key past its
-// first 64 (the causal diagonal of a work tile whose last visible key falls
-// in the tile's low half, or a sequence's end): S by m64n64 and P V by
-// four k-steps instead of eight, the high half masked to -inf as before.
-// With 32 tokens a work tile (GQA 4), half the work tiles' diagonals at
-// 16 x 512 qualify: a tenth of the key tiles' GEMMs there, 3% at 8 x 2048.
-// 16-bit caches and 128-key tiles only: with an FP8 cache widened in
-// shared memory, ptxas serialised the wgmma (C7511, registers), and FP8-K
-// has no m64n64 path for S.
-#ifndef PAGECHECK_WS_HALF_LAST
-#define PAGECHECK_WS_HALF_LAST 1
-#endif
+// Tried and removed (session 20, the code in 2dce714): the last key tile
+// at half width where the mask leaves no key past its first 64 (S by
+// m64n64, P V by four k-steps; half the diagonals at 16 x 512), each
+// pipeline stage that may take it written out twice so that its branch
+// joins with nothing in flight (with only the issue in a branch, ptxas
+// serialised every wgmma, C7515). Fewer GEMMs, yet slower: H100, two
+// rounds, 283.3-283.6 against 294.0-294.3 TFLOP/s at 16 x 512 (-3.6%),
+// 504.8-506.8 against 513.4-513.8 at 8 x 2048. With the softmax and P of
+// that tile at half width too, 16 x 512 ran 285.7-286.4.
 #ifndef PAGECHECK_WS_D64_STAGES
 #define PAGECHECK_WS_D64_STAGES 2
 #endif
@@ -284,7 +281,6 @@ struct WsTraits {
   static constexpr bool kEarlyS =
       (PAGECHECK_WS_EARLY_S == 1 || (PAGECHECK_WS_EARLY_S == 2 && DK == 64)) && !kFp8K && kQBuffers == 2;
   static constexpr int kSFloats = kBlockN / 2;  // S a consumer thread holds: 64 (128 keys), 32 (64 keys)
-  static constexpr bool kHalfLast = PAGECHECK_WS_HALF_LAST && kBlockN == 128 && !kFp8;
   // Head dim 64's tiles are half the size: a third stage would fit, but
   // two ran faster (PAGECHECK_WS_D64_STAGES).
   static constexpr int kStages = DK == 64 ? PAGECHECK_WS_D64_STAGES : 2;
@@ -692,7 +688,8 @@ __device__ __forceinline__ void produce_tile_rows(std::uint32_t tile, std::uint3
 // barrier; the caller waited for the unit's group with the later units
 // still in flight), widens each to BF16 chunks 2 f and 2 f + 1 and stores
 // them swizzled (`dst_lane[p][c]`: row 32 pw + 4 p + lane / 8, chunk
-// 2 (lane % 8) + c; row + 8 i adds 1024 i). The producer stages unit n + lag
+// 2 (lane % 8) + c, c flipped for lanes 4-7 of eight; row + 8 i adds
+// 1024 i). The producer stages unit n + lag
 // before it widens unit n, so those units' copies are in flight while it
 // widens (session 11: the register form, four 16-byte loads a lane, ran FP8
 // prefill at 305 TFLOP/s against BF16's 510; staging a whole tile ahead
@@ -717,13 +714,22 @@ __device__ __forceinline__ void stage_unit_fp8(std::uint32_t slot, std::uint64_t
 template <KvKind KV, bool kToF16, int kSteps>
 __device__ __forceinline__ void widen_unit_fp8(std::uint32_t tile, std::uint32_t slot, std::uint32_t slot_lane,
                                                const std::uint32_t (&dst_lane)[2][2], int j0) {
+  // Lanes 4-7 of each eight widen their chunk's high half first (dst_lane
+  // says where each half goes), so that each store's eight lanes of a row
+  // write eight different swizzle columns: with every lane storing its low
+  // half first, lanes f and f + 4 met in one column of the two 64-dim halves
+  // (16 KB apart, the same banks), two wavefronts a quarter warp (Nsight
+  // Compute, session 20: 13% of the E4M3 kernel's shared wavefronts excess).
+  const bool high_first = (threadIdx.x % 8) >= 4;
 #pragma unroll
   for (int jj = 0; jj < kSteps; ++jj) {
     const int j = j0 + jj;
-    uint4 lo, hi;
-    fp8x16_widen<KV, kToF16>(ld_shared16(slot + slot_lane + jj * 512), lo, hi);
-    st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, lo);
-    st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, hi);
+    uint4 raw = ld_shared16(slot + slot_lane + jj * 512);
+    if (high_first) raw = make_uint4(raw.z, raw.w, raw.x, raw.y);
+    uint4 first, second;
+    fp8x16_widen<KV, kToF16>(raw, first, second);
+    st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, first);
+    st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, second);
   }
 }
 
@@ -949,7 +955,8 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 #pragma unroll
       for (int q = 0; q < 2; ++q)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) dst_lane_fp8[q][c] = sw128<kBlockN>(32 * pw + 4 * q + lane / 8, 2 * (lane % 8) + c);
+        for (int c = 0; c < 2; ++c)  // widen_unit_fp8's store c: lanes 4-7 of eight store the high half first
+          dst_lane_fp8[q][c] = sw128<kBlockN>(32 * pw + 4 * q + lane / 8, 2 * (lane % 8) + (c ^ (lane % 8 >= 4)));
     }
     if constexpr (!T::kFp8 || T::kFp8K) {  // FP8-K: K's 128-byte rows as they are
 #pragma unroll
@@ -1287,44 +1294,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       else
         issue_pv<T::kF16V, kBlockN, T::DV>(o, pa, vs);
     };
-    // The last key tile at half width (kHalfLast): no key the mask lets
-    // through lies past its first 64. A vote, so that ptxas sees the
-    // branches around the wgmma as uniform (C7520).
-    const bool half_last = T::kHalfLast && __all_sync(0xffffffffu, k.key_hi - (k.tile_first + k.num_tiles - 1) *
-                                                                                   kBlockN <=
-                                                                               kBlockN / 2);
-    // S of the last key tile, half width where half_last holds (the low
-    // 64 keys by m64n64; sacc's high half keeps the P floats it held, which
-    // the mask then makes -inf).
-    const auto issue_s_half = [&](auto half_c, float (&sacc)[T::kSFloats], std::uint32_t ks) {
-      if constexpr (decltype(half_c)::value)
-        issue_qk<T::kF16K, kBlockM, kBlockN, DK, true>(sacc, q_wg, q_lo_wg, ks, split_q);
-      else
-        issue_s(sacc, ks);
-    };
-    // A pipeline stage whose S may be half width is written out twice, whole
-    // from its issue to its wait, for the branch to join where nothing is in
-    // flight: with the join inside the stage (only the issue in a branch),
-    // ptxas serialised every wgmma (C7515), and with sacc's high half set
-    // before the stage, it ran out of registers for them (C7511).
-    const auto with_half = [&](bool last, auto&& stage_fn) {
-      if constexpr (T::kHalfLast && PAGECHECK_WS_HALF_LAST != 2) {
-        if (last && half_last) {
-          stage_fn(std::true_type{});
-          return;
-        }
-      }
-      stage_fn(std::false_type{});
-    };
-    const auto issue_pv_last = [&](const std::uint32_t (&pa)[kBlockN / 16][4], std::uint32_t vs) {
-      if constexpr (T::kHalfLast) {
-        if (half_last) {
-          issue_pv<T::kF16V, kBlockN, T::DV, kBlockN / 32>(o, pa, vs);
-          return;
-        }
-      }
-      issue_pv_tile(pa, vs);
-    };
     // Masks S of key tile kt, turns it into P in place (unnormalised, base
     // 2) and updates m and l; `alphas` receives O's rescale factors.
     // kSoftcap is a compile-time copy of has_softcap: with one shared
@@ -1453,14 +1422,12 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         landed();
         turn_sync();
         WS_TRACE(3);
-        with_half(k.num_tiles == 1, [&](auto half_c) {
-          wgmma_fence();
-          issue_s_half(half_c, sacc, k_smem + s * T::kKTileBytes);
-          wgmma_commit();
-          turn_pass();
-          wgmma_wait<0>();
-          fence_regs(sacc);
-        });
+        wgmma_fence();
+        issue_s(sacc, k_smem + s * T::kKTileBytes);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<0>();
+        fence_regs(sacc);
         WS_TRACE(4);
         release(k_empty(s));
         finish_out_store();  // not before the wait: divergent code there serialises every wgmma (C7520)
@@ -1476,18 +1443,16 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         turn_sync();
         WS_LOOP_MARK(t1);
         WS_LOOP_ADD(0, t0, t1);
-        with_half(i + 1 == k.num_tiles, [&](auto half_c) {
-          wgmma_fence();
-          issue_s_half(half_c, sacc, k_smem + s * T::kKTileBytes);
-          wgmma_commit();
-          mbar_wait(v_full(sp), static_cast<int>(((c - 1) / kVS) & 1));
-          landed();
-          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
-          wgmma_commit();
-          turn_pass();
-          wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
-          fence_regs(sacc);
-        });
+        wgmma_fence();
+        issue_s(sacc, k_smem + s * T::kKTileBytes);
+        wgmma_commit();
+        mbar_wait(v_full(sp), static_cast<int>(((c - 1) / kVS) & 1));
+        landed();
+        issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
+        wgmma_commit();
+        turn_pass();
+        wgmma_wait<1>();  // S_i done, P_{i-1} V_{i-1} may still run
+        fence_regs(sacc);
         WS_LOOP_MARK(t2);
         WS_LOOP_ADD(1, t1, t2);
         release(k_empty(s));
@@ -1553,7 +1518,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           turn_sync();
           WS_TRACE(5);
           wgmma_fence();
-          issue_pv_last(pa, v_smem + sp * T::kVTileBytes);
+          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
           wgmma_commit();
           issue_qk<T::kF16K, kBlockM, kBlockN, DK>(sacc, early_q, q_lo_wg, early_k, false);
           wgmma_commit();
@@ -1575,7 +1540,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
           turn_sync();
           WS_TRACE(5);
           wgmma_fence();
-          issue_pv_last(pa, v_smem + sp * T::kVTileBytes);
+          issue_pv_tile(pa, v_smem + sp * T::kVTileBytes);
           wgmma_commit();
           turn_pass();
           wgmma_wait<0>();

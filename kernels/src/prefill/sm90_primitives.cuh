@@ -164,18 +164,6 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N], std::uint64_t a, std::ui
     PC_WGMMA_SS64("bf16", d, a, b, accumulate);
 #endif
 }
-// The first 64 columns of a 64 x 128 accumulator (d[0..31], m64n128's
-// layout of n8 blocks 0..7) (+)= A (smem) * B's first 64 rows (m64n64);
-// d[32..63] are left as they were.
-template <bool kF16>
-__device__ __forceinline__ void wgmma_ss_lo(float (&d)[64], std::uint64_t a, std::uint64_t b, int accumulate) {
-#ifdef PAGECHECK_SM90A_DEVICE
-  if constexpr (kF16)
-    PC_WGMMA_SS64("f16", d, a, b, accumulate);
-  else
-    PC_WGMMA_SS64("bf16", d, a, b, accumulate);
-#endif
-}
 // D[64 x 128] (+)= A (smem, E4M3) * B (smem, E4M3 or, kE5M2, E5M2): one
 // k-step of 32 FP8 dims (32 bytes of a 128-byte swizzled row).
 template <bool kE5M2>

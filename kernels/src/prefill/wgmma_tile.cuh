@@ -24,33 +24,22 @@ namespace pagecheck::gpu::attn {
 // k-steps of 16 dims over 128-byte swizzled Q (kRowsQ rows a 64-dim column
 // half) and K (kKeys rows a column half; S holds kKeys / 2 floats a thread:
 // m64n128 for 128 keys, m64n64 for 64).
-// kLowHalf (128-key tiles only): S of the tile's first 64 keys alone
-// (m64n64 into s[0..31], the same layout as the first 8 n8 blocks of
-// m64n128); s[32..63] keep what they held, for a caller whose mask makes
-// those keys -inf (attn_sm90_ws.cu's last key tile).
-template <bool kF16, int kRowsQ, int kKeys, int kDK = 128, bool kLowHalf = false>
+template <bool kF16, int kRowsQ, int kKeys, int kDK = 128>
 __device__ __forceinline__ void issue_qk(float (&s)[kKeys / 2], std::uint32_t q_wg, std::uint32_t q_lo_wg,
                                          std::uint32_t ks, bool split_q) {
   static_assert(kDK == 64 || kDK == 128 || kDK == 256, "head dims of one, two or four 64-dim column halves");
-  static_assert(!kLowHalf || kKeys == 128, "the low half of a 128-key tile");
-  const auto mma = [&](std::uint64_t da, std::uint64_t db, int accumulate) {
-    if constexpr (kLowHalf)
-      wgmma_ss_lo<kF16>(s, da, db, accumulate);
-    else
-      wgmma_ss<kF16, kKeys / 2>(s, da, db, accumulate);
-  };
 #pragma unroll
   for (int kk = 0; kk < kDK / 16; ++kk) {
     const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
     const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
-    mma(da, db, kk > 0);
+    wgmma_ss<kF16, kKeys / 2>(s, da, db, kk > 0);
   }
   if (split_q) {
 #pragma unroll
     for (int kk = 0; kk < kDK / 16; ++kk) {
       const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
       const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
-      mma(da, db, true);
+      wgmma_ss<kF16, kKeys / 2>(s, da, db, true);
     }
   }
 }
@@ -76,14 +65,11 @@ __device__ __forceinline__ void issue_qk_fp8(float (&s)[64], std::uint32_t q_hi_
 // O += P V: k-steps of 16 keys; V is MN-major (dims contiguous): leading
 // byte offset = the next 64-dim column half, stride = 8 keys. kDV 128
 // (m64n128, O 64 floats a thread), 64 (m64n64, 32) or 256 (m64n256, 128).
-// kSteps < kKeys / 16: the tile's first 16 kSteps keys alone (the others'
-// P is zero).
-template <bool kF16, int kKeys, int kDV = 128, int kSteps = kKeys / 16>
+template <bool kF16, int kKeys, int kDV = 128>
 __device__ __forceinline__ void issue_pv(float (&o)[kDV / 2], const std::uint32_t (&pa)[kKeys / 16][4],
                                          std::uint32_t vs) {
-  static_assert(kSteps >= 1 && kSteps <= kKeys / 16);
 #pragma unroll
-  for (int kk = 0; kk < kSteps; ++kk) {
+  for (int kk = 0; kk < kKeys / 16; ++kk) {
     const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kKeys * 128, 1024);
     wgmma_rs<kF16>(o, pa[kk], dv);
   }
