@@ -1,26 +1,55 @@
 #!/usr/bin/env bash
-# Session 20's second call (issue 24, E4M3), carrying build-ab:
-#   here:  scripts/build_prefill_dev.sh sts   (FP8 widening stores without bank conflicts)
-#          scripts/build_prefill_dev.sh base  (at ab7ccda)
+# Session 20's second call (issues 24 and 18), carrying build-ab:
+#   here:  scripts/build_prefill_dev.sh sts   (FP8 widening stores without bank conflicts, 9fd4b09)
+#          (build-sm90dev/prefill_dev_base: built at ab7ccda)
 #          for n in sts base; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#          scripts/build_decode_probe.sh -o build-ab/decode_probe_tma && gzip -9 build-ab/decode_probe_tma
 #   there: D=$OUT; OUT=/tmp/s20b PACK=$D scripts/device_s20b.sh
-# The producer's FP8 widening stores each lane's two BF16 halves in an order
-# that gives a quarter warp's eight 16-byte stores eight different swizzle
-# columns (session 20's Nsight Compute profile of E4M3 8 x 2048: every one
-# of those STS.128 took two wavefronts a quarter warp, 13% of the kernel's
-# shared wavefronts in excess). sts's checks (the dev driver's, default
-# loaders and rows forced; its small suite under memcheck, racecheck and
-# synccheck), then `prefill_dev fp8` (E4M3 at the bench shapes, BF16
-# beside) of sts and base, two interleaved rounds.
+# 1. (issue 18) The direct decode kernel's K/V by tensor copies
+#    (PC_DECODE_TC_TMA; PAGECHECK_DECODE_TMA=0 turns them off at run time,
+#    the same binary): `decode_probe check` (every dtype, head dim, block
+#    size 1-256, both layouts, windows, graphs; unused pages NaN), its small
+#    cases under memcheck and racecheck, then `decode_probe bench4` with and
+#    without, two interleaved rounds.
+# 2. (issue 24) The producer's FP8 widening stores each lane's two BF16
+#    halves in an order that gives a quarter warp's eight 16-byte stores
+#    eight different swizzle columns (Nsight Compute, E4M3 8 x 2048: each of
+#    those STS.128 took two wavefronts a quarter warp, 13% of the kernel's
+#    shared wavefronts in excess). sts's checks (the dev driver's, default
+#    loaders and rows forced; its small suite under memcheck, racecheck and
+#    synccheck), then `prefill_dev fp8` of sts and base, two rounds.
 set -u
 cd "$(dirname "$0")/.."
+t0=$(date +%s)
 OUT=${OUT:-s20bout}
 PACK=${PACK:-.}
-mkdir -p "$OUT"
-(sleep "${WATCHDOG:-400}" && cd "$OUT" && tar czf "$PACK/s20b_partial.tgz" .) &
+mkdir -p "$OUT" /tmp/s20bbin
+(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s20b_partial.tgz" .) &
 watchdog=$!
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
-OUT=$OUT/ab MODE=fp8 timeout 380 scripts/prefill_ab_run.sh sts base >"$OUT/summary.txt" 2>&1
+S=$OUT/summary.txt
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
+dp=/tmp/s20bbin/decode_probe
+gunzip -c build-ab/decode_probe_tma.gz >"$dp" && chmod +x "$dp"
+timeout 150 "$dp" check >"$OUT/dp_check.log" 2>&1
+echo "decode check rc=$? at $(($(date +%s) - t0)) s: $(grep -E 'checks:|graph checks|large-cache' "$OUT/dp_check.log" | tr '\n' ';')" >>"$S"
+grep -E "FAIL|fail" "$OUT/dp_check.log" | head -8 >>"$S"
+for tool in memcheck racecheck; do
+  timeout 120 compute-sanitizer --tool $tool --error-exitcode 9 "$dp" small >"$OUT/dp_san_$tool.log" 2>&1 &
+done
+wait
+for tool in memcheck racecheck; do
+  echo "decode $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/dp_san_$tool.log" | tail -1)" >>"$S"
+done
+for round in 1 2; do
+  for tma in 1 0; do
+    PAGECHECK_DECODE_TMA=$tma timeout 90 "$dp" bench4 >"$OUT/dp_bench_tma${tma}_$round.log" 2>&1
+    { echo "== decode bench4, tensor copies $tma, round $round"; grep -vE "^device|^copy" "$OUT/dp_bench_tma${tma}_$round.log"; } >>"$S"
+  done
+done
+echo "decode done at $(($(date +%s) - t0)) s" >>"$S"
+OUT=$OUT/ab MODE=fp8 timeout "$((540 - ($(date +%s) - t0)))" scripts/prefill_ab_run.sh sts base >>"$S" 2>&1
+echo "prefill done at $(($(date +%s) - t0)) s" >>"$S"
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "$PACK/s20b.tgz" .)
-cat "$OUT/summary.txt"
+cat "$S"

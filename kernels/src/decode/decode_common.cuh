@@ -35,6 +35,7 @@
 //   partitions leave it out and the merge adds it once.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -98,7 +99,17 @@ struct DecodeParams {
   DType query_dtype = DType::BF16;
   DType output_dtype = DType::BF16;
   SeqFilter filter = SeqFilter::All;
+  // K/V by tensor copies (decode_mma.cuh's loop, direct launches on compute
+  // capability 9.0 with 16-bit caches and pages of 16n slots): kTmaOn, and
+  // per pool whether a page holds its heads inside its slots (NHD: the
+  // maps' order (dim, head, slot, block)) or its slots inside its heads
+  // (HND: (dim, slot, head, block)). 0: cp.async, the maps unset.
+  std::int32_t tma = 0;
+  CUtensorMap k_map{};  // boxes of 64 dims x 16 slots x 1 head x 1 block
+  CUtensorMap v_map{};
 };
+// DecodeParams::tma bits.
+constexpr std::int32_t kTmaOn = 1, kTmaKeyHeadInner = 2, kTmaValueHeadInner = 4;
 
 // ---- small device utilities ------------------------------------------------
 

@@ -90,6 +90,14 @@ namespace pagecheck::gpu::decode {
 // latency-bound direct 1 x 32768 +24% (docs/performance.md, session 10).
 #define PC_DECODE_TC_LEAN_COPY 1
 #endif
+#ifndef PC_DECODE_TC_TMA
+// 1: K/V by tensor copies where the launch set DecodeParams::tma (the direct
+// path on compute capability 9.0, 16-bit caches, pages of 16n slots, ranges
+// starting on a 16-key boundary); 0: cp.async everywhere. A tensor map over
+// the pool read the bench's NHD pages at 3073 GB/s against 2885 by 16-byte
+// loads (decode_probe roof_paged, H100, session 20; docs/performance.md).
+#define PC_DECODE_TC_TMA 1
+#endif
 #ifndef PC_DECODE_TC_SPLIT_S
 #define PC_DECODE_TC_SPLIT_S 1  // 1: S = Q K^T in two accumulator chains (even / odd k-steps)
 #endif
@@ -121,7 +129,13 @@ struct DecodeTcTraits {
   static constexpr int kStages = clamp_stages(PC_DECODE_TC_SMEM_KB * 1024 / (kWarps * kStageBytes));
   static constexpr int kPipelineBytes = kWarps * kStages * kStageBytes;
   static constexpr int kMergeBytes = kWarps * kHeadTile * (DV + 2) * 4;
-  static constexpr int kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+  // Tensor copies (PC_DECODE_TC_TMA): 16-bit rows in 64-dim boxes; the
+  // stages 1024-byte aligned for the 128-byte swizzle (up to 1 KB of
+  // padding), then a barrier a stage a warp.
+  static constexpr bool kTmaCapable = PC_DECODE_TC_TMA && !kFp8 && DK % 64 == 0 && DV % 64 == 0;
+  static constexpr int kTmaExtraBytes = kTmaCapable ? 1024 + 8 * kWarps * kStages : 0;
+  static constexpr int kSmemBytes =
+      kPipelineBytes + kTmaExtraBytes > kMergeBytes ? kPipelineBytes + kTmaExtraBytes : kMergeBytes;
   static constexpr int blocks_by_smem() {
     const int b = 227 * 1024 / kSmemBytes;
     return b < 1 ? 1 : b > 8 ? 8 : b;
@@ -142,10 +156,71 @@ struct DecodeTcTraits {
                 "the lanes of a key split its K and V rows evenly");
 };
 
+// ---- tensor copies (compute capability 9.0; empty elsewhere: never reached) ------
+__device__ __forceinline__ void tma_bar_init(unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_bar_inval(unsigned bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// The barriers' initialisation made visible to the tensor copies.
+__device__ __forceinline__ void tma_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Generic writes to shared memory ordered before later tensor copies into it.
+__device__ __forceinline__ void tma_proxy_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void tma_bar_expect(unsigned bar, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void tma_bar_wait(unsigned bar, int parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "TMA_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra TMA_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#endif
+}
+// One box (64 dims x 16 slots of one head of one page) of the map at
+// (dim, c1, c2, block) into dst, completing on bar.
+__device__ __forceinline__ void tma_box(unsigned dst, const CUtensorMap* map, unsigned bar, int dim, int c1, int c2,
+                                        int block) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(dim), "r"(c1), "r"(c2), "r"(block)
+      : "memory");
+#endif
+}
+
 // ---- the per-CTA attention over one token range, tensor cores ------------------
 // Same contract as attend_range(): returns merged[warp][head][m, l, acc[DV]]
 // in shared memory, all threads synchronised.
-template <class T>
+// kTma (T::kTmaCapable; the caller checked DecodeParams::tma and that
+// begin is a multiple of 16): each 16-key sub-chunk of a stage arrives as
+// boxes of 16 rows x 64 dims (2 KB, 128-byte swizzle: the 16-byte chunk c of
+// key k's row at k * 128 + ((c ^ k % 8) * 16)), K's dim halves then V's,
+// issued by lane 0 onto the stage's barrier; a tensor copy cannot zero-fill
+// by key, so the V rows past the range are zeroed once the stage lands.
+// The cp.async form keeps rows whole (256 bytes at head dim 128), the same
+// XOR within each 128-byte half.
+template <class T, bool kTma = false>
 __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, std::int64_t seq, int kv_head,
                                                         int head_tile, std::int32_t begin, std::int32_t end,
                                                         unsigned char* smem) {
@@ -172,8 +247,24 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   const int g = lane / 4;  // head row of S; value dim row of O^T
   const int t = lane % 4;
 
-  uint4* warp_pipe = reinterpret_cast<uint4*>(smem) + warp * STAGES * T::kStageVecs;
+  static_assert(!kTma || T::kTmaCapable, "tensor copies take 16-bit rows of 64-dim halves");
+  constexpr int K_HALVES = T::kHeadDim / 64, V_HALVES = T::kVHeadDim / 64;  // boxes a key row (kTma)
+  constexpr int SUB_BYTES = 16 * (KV_VECS + V_VECS) * 16;                    // a 16-key sub-chunk's K and V
+  const unsigned smem_addr = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const unsigned pipe_pad = kTma ? ((smem_addr + 1023u) & ~1023u) - smem_addr : 0u;
+  uint4* warp_pipe = reinterpret_cast<uint4*>(smem + pipe_pad) + warp * STAGES * T::kStageVecs;
   const unsigned warp_pipe_addr = static_cast<unsigned>(__cvta_generic_to_shared(warp_pipe));
+  // kTma: this warp's barrier of stage s.
+  const unsigned warp_bars = smem_addr + pipe_pad + T::kPipelineBytes + warp * STAGES * 8;
+  auto bar_of = [&](int stage) { return warp_bars + static_cast<unsigned>(stage) * 8u; };
+  if constexpr (kTma) {
+    if (lane == 0) {
+#pragma unroll
+      for (int s = 0; s < STAGES; ++s) tma_bar_init(bar_of(s));
+      tma_init_fence();
+    }
+    __syncwarp();
+  }
 
   const PagedKvView& kv = p.kv;
   // DecodeParams counts cache strides in load vectors of the CUDA-core loop
@@ -253,7 +344,36 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   auto issue = [&](int j, std::int32_t own_page) {
     const int stage = j % STAGES;
     const std::int32_t first = chunk_first(j);
-    if (PC_DECODE_TC_LEAN_COPY && whole_pages) {
+    if constexpr (kTma) {
+      // The sub-chunks' pages and first slots (whole pages: one page a
+      // sub-chunk), then lane 0 arms the stage's barrier for its bytes and
+      // issues the boxes.
+      std::int32_t page[SUBS], slot0[SUBS];
+#pragma unroll
+      for (int u = 0; u < SUBS; ++u) {
+        page[u] = SUBS == 1 ? own_page : __shfl_sync(kFullMask, own_page, 16 * u);
+        const std::int32_t token = first + 16 * u;
+        const std::uint32_t page_no = fast_divide(static_cast<std::uint32_t>(token), p.block_magic, p.block_shift);
+        slot0[u] = token - static_cast<std::int32_t>(page_no) * kv.block_size;
+      }
+      if (lane == 0) {
+        const unsigned bar = bar_of(stage);
+        const unsigned dst = warp_pipe_addr + static_cast<unsigned>(stage * T::kStageBytes);
+        tma_bar_expect(bar, T::kStageBytes);
+        const bool k_inner = p.tma & kTmaKeyHeadInner, v_inner = p.tma & kTmaValueHeadInner;
+#pragma unroll
+        for (int u = 0; u < SUBS; ++u) {
+#pragma unroll
+          for (int h = 0; h < K_HALVES; ++h)
+            tma_box(dst + u * SUB_BYTES + h * 2048, &p.k_map, bar, 64 * h, k_inner ? kv_head : slot0[u],
+                    k_inner ? slot0[u] : kv_head, page[u]);
+#pragma unroll
+          for (int h = 0; h < V_HALVES; ++h)
+            tma_box(dst + u * SUB_BYTES + (K_HALVES + h) * 2048, &p.v_map, bar, 64 * h,
+                    v_inner ? kv_head : slot0[u], v_inner ? slot0[u] : kv_head, page[u]);
+        }
+      }
+    } else if (PC_DECODE_TC_LEAN_COPY && whole_pages) {
       // One base per 16-key sub-chunk (its page and first slot), then per
       // key only the precomputed offsets. LPK is a multiple of 8, so
       // vector copy_r + LPK i of a row lands at (copy_r ^ swizzle) + LPK i.
@@ -316,7 +436,7 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < my_chunks) issue(s, page_of(s));
-    cp_async_commit();
+    if constexpr (!kTma) cp_async_commit();
   }
   // PC_DECODE_TC_AHEAD: the page of the next chunk to copy, read one
   // iteration early so that the L2 round trip is off the warp's chain.
@@ -368,14 +488,50 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   const unsigned ld_row_k = static_cast<unsigned>(ld_key * KV_VECS) * 16;
   const unsigned ld_row_v = static_cast<unsigned>(CHUNK * KV_VECS + ld_key * V_VECS) * 16;
   const int ld_swizzle = ld_key % 8;
+  // The address of 16-byte vector c of this lane's ldmatrix row (key ld_key
+  // of sub-chunk u) in K's or V's part of a stage.
+  auto k_vec = [&](unsigned stage_addr, int u, int c) -> unsigned {
+    if constexpr (kTma)
+      return stage_addr + static_cast<unsigned>(u * SUB_BYTES + (c >> 3) * 2048 + ld_key * 128 +
+                                                ((c & 7) ^ ld_swizzle) * 16);
+    else
+      return stage_addr + ld_row_k + static_cast<unsigned>(u * 16 * KV_VECS * 16 + (c ^ ld_swizzle) * 16);
+  };
+  auto v_vec = [&](unsigned stage_addr, int u, int c) -> unsigned {
+    if constexpr (kTma)
+      return stage_addr + static_cast<unsigned>(u * SUB_BYTES + (K_HALVES + (c >> 3)) * 2048 + ld_key * 128 +
+                                                ((c & 7) ^ ld_swizzle) * 16);
+    else
+      return stage_addr + ld_row_v + static_cast<unsigned>(u * 16 * V_VECS * 16 + (c ^ ld_swizzle) * 16);
+  };
 
   for (int j = 0; j < my_chunks; ++j) {
     if (j + STAGES - 1 < my_chunks) issue(j + STAGES - 1, PC_DECODE_TC_AHEAD ? next_page : page_of(j + STAGES - 1));
-    cp_async_commit();
+    if constexpr (!kTma) cp_async_commit();
     if (PC_DECODE_TC_AHEAD) next_page = page_of(j + STAGES);
-    cp_async_wait<STAGES - 1>();
-    __syncwarp();
     const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>((j % STAGES) * T::kStageBytes);
+    if constexpr (kTma) {
+      tma_bar_wait(bar_of(j % STAGES), (j / STAGES) & 1);
+      // The range's last chunk: V rows past its end are zeroed (their P is
+      // zero, but a NaN or Inf in the pool would make P V NaN); K's are
+      // masked to -inf. Generic writes, fenced before any later tensor copy
+      // into the stage.
+      const std::int32_t valid = end - chunk_first(j);
+      if (valid < CHUNK) {
+        constexpr int kRowPieces = V_HALVES * 8;
+        for (int e = lane; e < (CHUNK - valid) * kRowPieces; e += 32) {
+          const int key = valid + e / kRowPieces, piece = e % kRowPieces;
+          const unsigned a = stage_addr + static_cast<unsigned>((key / 16) * SUB_BYTES +
+                                                                (K_HALVES + piece / 8) * 2048 + (key % 16) * 128 +
+                                                                (piece % 8) * 16);
+          asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
+        }
+        tma_proxy_fence();
+      }
+    } else {
+      cp_async_wait<STAGES - 1>();
+    }
+    __syncwarp();
 
     // S = Q K^T over the chunk's keys: s[2u + n] is the 8-key tile n of the
     // 16-key sub-chunk u. One ldmatrix.x4 takes vectors 2v, 2v + 1 of keys
@@ -394,11 +550,10 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
         for (int e = 0; e < 4; ++e) sc[c][n][e] = 0.0f;
 #pragma unroll
     for (int u = 0; u < SUBS; ++u) {
-      const unsigned sub_k = stage_addr + ld_row_k + static_cast<unsigned>(u * 16 * KV_VECS * 16);
 #pragma unroll
       for (int v = 0; v < KV_VECS / 2; ++v) {
         std::uint32_t b[4];
-        ldmatrix_x4(sub_k + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), b[0], b[1], b[2], b[3]);
+        ldmatrix_x4(k_vec(stage_addr, u, 2 * v + ld_vec), b[0], b[1], b[2], b[3]);
         if constexpr (FP8) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -466,12 +621,10 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     // key 2t + 1: the same), so m-tile row g is dim 2g, row g + 8 dim 2g + 1.
 #pragma unroll
     for (int u = 0; u < SUBS; ++u) {
-      const unsigned sub_v = stage_addr + ld_row_v + static_cast<unsigned>(u * 16 * V_VECS * 16);
 #pragma unroll
       for (int v = 0; v < V_VECS / 2; ++v) {
         std::uint32_t a[4];
-        ldmatrix_x4_trans(sub_v + static_cast<unsigned>(((2 * v + ld_vec) ^ ld_swizzle) * 16), a[0], a[1], a[2],
-                          a[3]);
+        ldmatrix_x4_trans(v_vec(stage_addr, u, 2 * v + ld_vec), a[0], a[1], a[2], a[3]);
         if constexpr (FP8) {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
@@ -488,12 +641,17 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     }
     __syncwarp();  // the next issue overwrites this stage
   }
-  cp_async_wait<0>();
+  if constexpr (!kTma) cp_async_wait<0>();
   l += __shfl_xor_sync(kFullMask, l, 1);
   l += __shfl_xor_sync(kFullMask, l, 2);
 
   // Per-warp states to shared memory (reusing the drained pipelines).
   __syncthreads();
+  if constexpr (kTma) {  // every phase completed: the barriers may be initialised anew by a later call
+    if (lane == 0)
+#pragma unroll
+      for (int s = 0; s < STAGES; ++s) tma_bar_inval(bar_of(s));
+  }
   constexpr int kRow = T::kVHeadDim + 2;
   float* merged = reinterpret_cast<float*>(smem);  // [warp][head][2 + DV]
   float* warp_rows = merged + warp * T::kHeadTile * kRow;
@@ -516,13 +674,20 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 }
 
 // The attention loop the traits select: tensor cores or CUDA cores.
-template <class T>
+// kAllowTma (the direct kernel): the tensor-copy form of the tensor-core
+// loop where the launch set DecodeParams::tma and the range starts on a
+// 16-key boundary (a window's start may not).
+template <class T, bool kAllowTma = false>
 __device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64_t seq, int kv_head, int head_tile,
                                                std::int32_t begin, std::int32_t end, unsigned char* smem) {
-  if constexpr (T::kTensorCore)
+  if constexpr (T::kTensorCore) {
+    if constexpr (kAllowTma && T::kTmaCapable) {
+      if (p.tma != 0 && begin % 16 == 0) return attend_range_tc<T, true>(p, seq, kv_head, head_tile, begin, end, smem);
+    }
     return attend_range_tc<T>(p, seq, kv_head, head_tile, begin, end, smem);
-  else
+  } else {
     return attend_range<T>(p, seq, kv_head, head_tile, begin, end, smem);
+  }
 }
 
 // ---- which loop a launch runs ------------------------------------------------------

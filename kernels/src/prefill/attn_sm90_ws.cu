@@ -1678,36 +1678,6 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
 
 // ---- launcher -------------------------------------------------------------------
 
-// A 4-D map of 16-bit elements over (dim, slot, head, block), or (dim,
-// head, slot, block) when `head_inner` (strides ascending either way), with
-// the given element strides, rows of `dims` elements; boxes of 64 dims x
-// box_rows slots x 1 head x 1 block, 128-byte swizzle: box rows land 128
-// bytes apart in either order.
-Status make_map(CUtensorMap& map, bool f16, const void* base, int dims_per_row, std::int64_t slots,
-                std::int64_t heads, std::int64_t blocks, std::int64_t slot_stride, std::int64_t head_stride,
-                std::int64_t block_stride, int box_rows, bool head_inner) {
-  EncodeTiled encode = encode_tiled();
-  if (encode == nullptr) return invalid_input("cuTensorMapEncodeTiled is not available from the driver");
-  // One head: its stride is never stepped; give it a legal value.
-  if (heads == 1) head_stride = head_inner ? slot_stride : block_stride;
-  const cuuint64_t n_slot = static_cast<cuuint64_t>(slots), n_head = static_cast<cuuint64_t>(heads);
-  const cuuint64_t s_slot = static_cast<cuuint64_t>(slot_stride) * 2, s_head = static_cast<cuuint64_t>(head_stride) * 2;
-  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(dims_per_row), head_inner ? n_head : n_slot, head_inner ? n_slot : n_head,
-                              static_cast<cuuint64_t>(blocks)};
-  const cuuint64_t strides[3] = {head_inner ? s_head : s_slot, head_inner ? s_slot : s_head,
-                                 static_cast<cuuint64_t>(block_stride) * 2};
-  const cuuint32_t box[4] = {64, head_inner ? 1u : static_cast<cuuint32_t>(box_rows),
-                             head_inner ? static_cast<cuuint32_t>(box_rows) : 1u, 1};
-  const cuuint32_t elem_strides[4] = {1, 1, 1, 1};
-  const CUresult r = encode(&map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4,
-                            const_cast<void*>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return invalid_input("cuTensorMapEncodeTiled failed (CUresult " + std::to_string(static_cast<int>(r)) + ")");
-  return {};
-}
-
 // Persistent grid: one CTA per SM (or per work tile, if fewer), each
 // taking work tiles blockIdx.x, blockIdx.x + gridDim.x, ... (heaviest
 // first, so the static round robin keeps the SMs' loads close).
@@ -1767,9 +1737,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.box_rows = T::kBlockN;
     p.head_inner = 1;
     const std::int64_t h = view.kv.kv_heads;
-    PC_TRY(make_map(p.key_map, T::kF16K, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
+    PC_TRY(make_kv_map(p.key_map, T::kF16K, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
                     a.contig_capacity * h * T::DK, p.box_rows, true));
-    PC_TRY(make_map(p.value_map, T::kF16V, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
+    PC_TRY(make_kv_map(p.value_map, T::kF16V, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
                     T::DV, a.contig_capacity * h * T::DV, p.box_rows, true));
   } else if constexpr (T::kTma) {
     p.box_rows = view.kv.block_size < T::kBlockN ? view.kv.block_size : T::kBlockN;
@@ -1780,9 +1750,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.head_inner = ks.head < ks.slot && vs.head < vs.slot;
     if (!p.head_inner && (ks.head < ks.slot || vs.head < vs.slot))
       return invalid_input("key and value caches with different layouts are not built for the tensor-copy kernel");
-    PC_TRY(make_map(p.key_map, T::kF16K, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
+    PC_TRY(make_kv_map(p.key_map, T::kF16K, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
-    PC_TRY(make_map(p.value_map, T::kF16V, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
+    PC_TRY(make_kv_map(p.value_map, T::kF16V, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
                     view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
   p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
