@@ -33,7 +33,8 @@ std::string replay_command(const std::string& case_file, const std::vector<std::
   std::vector<std::string> args;
   // The kernel override and the device-memory cap of the environment
   // (docs/cli.md) are part of how the case ran.
-  for (const char* variable : {"PAGECHECK_ATTN_KERNEL", "PAGECHECK_DECODE_KERNEL", "PAGECHECK_DEVICE_MEMORY_LIMIT"}) {
+  for (const char* variable : {"PAGECHECK_ATTN_KERNEL", "PAGECHECK_DECODE_KERNEL", "PAGECHECK_DECODE_TMA",
+                               "PAGECHECK_DEVICE_MEMORY_LIMIT"}) {
     const char* value = std::getenv(variable);
     if (value == nullptr || *value == '\0') continue;
     if (args.empty()) args.emplace_back("env");

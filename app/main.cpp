@@ -583,6 +583,16 @@ int real_main(int argc, char** argv) {
     }
   }
 
+  // The decode loader override (docs/cli.md "Environment"): 0 or 1.
+  if (const char* tma = std::getenv("PAGECHECK_DECODE_TMA"); tma != nullptr && *tma != '\0') {
+    const std::string_view t = tma;
+    if (t != "0" && t != "1") {
+      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_TMA='{}' is not 0 or 1; use 0 (the direct decode kernel "
+                         "copies K/V with cp.async everywhere) or 1 (tensor copies where they apply, the default)\n", t);
+      return exit_code::kUsage;
+    }
+  }
+
   // The device-memory cap of the GPU paths' memory check (docs/cli.md
   // "Environment"): a typo would otherwise silently check against the real
   // free memory.

@@ -441,6 +441,14 @@ TEST_CASE("PAGECHECK_DECODE_KERNEL: mma and simt are accepted, anything else is 
   CHECK(contains(r.err, "PAGECHECK_DECODE_KERNEL='tensor'"));
 }
 
+TEST_CASE("PAGECHECK_DECODE_TMA: 0 and 1 are accepted, anything else is a usage error") {
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_TMA=0").rc == 0);
+  CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_TMA=1").rc == 0);
+  const Result r = run_tool("run --preset mqa --paths reference", "PAGECHECK_DECODE_TMA=off");
+  CHECK(r.rc == 2);
+  CHECK(contains(r.err, "PAGECHECK_DECODE_TMA='off'"));
+}
+
 TEST_CASE("PAGECHECK_ATTN_KERNEL: mma, wgmma and auto are accepted, anything else is a usage error") {
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_ATTN_KERNEL=mma").rc == 0);
   CHECK(run_tool("run --preset mqa --paths reference", "PAGECHECK_ATTN_KERNEL=wgmma").rc == 0);
