@@ -588,7 +588,7 @@ int real_main(int argc, char** argv) {
     const std::string_view t = tma;
     if (t != "0" && t != "1") {
       fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_TMA='{}' is not 0 or 1; use 0 (the direct decode kernel "
-                         "copies K/V with cp.async everywhere) or 1 (tensor copies where they apply, the default)\n", t);
+                         "copies K/V with cp.async, the default) or 1 (tensor copies where they apply)\n", t);
       return exit_code::kUsage;
     }
   }

@@ -194,13 +194,15 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
 
 // Tensor copies for the direct kernel's loop (DecodeParams::tma): on a
 // compute capability 9.0 device, for 16-bit caches (T::kTmaCapable) whose
-// pages hold 16n slots, unless PAGECHECK_DECODE_TMA=0. A pool the encoder
-// refuses (strides or base not 16-byte aligned, sizes past its limits)
-// keeps cp.async.
+// pages hold 16n slots, under PAGECHECK_DECODE_TMA=1. Off by default until
+// a device call has checked and timed them (session 20 built them with no
+// device time left; docs/performance.md). A pool the encoder refuses
+// (strides or base not 16-byte aligned, sizes past its limits) keeps
+// cp.async.
 static bool decode_tma_allowed() {
   static const bool allowed = [] {
     const char* env = std::getenv("PAGECHECK_DECODE_TMA");
-    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
     int device = 0, major = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {

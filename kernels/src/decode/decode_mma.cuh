@@ -92,8 +92,9 @@ namespace pagecheck::gpu::decode {
 #endif
 #ifndef PC_DECODE_TC_TMA
 // 1: K/V by tensor copies where the launch set DecodeParams::tma (the direct
-// path on compute capability 9.0, 16-bit caches, pages of 16n slots, ranges
-// starting on a 16-key boundary); 0: cp.async everywhere. A tensor map over
+// path on compute capability 9.0 under PAGECHECK_DECODE_TMA=1, 16-bit
+// caches, pages of 16n slots, ranges starting on a 16-key boundary); 0:
+// cp.async everywhere (and no second copy of the loop in the direct kernel). A tensor map over
 // the pool read the bench's NHD pages at 3073 GB/s against 2885 by 16-byte
 // loads (decode_probe roof_paged, H100, session 20; docs/performance.md).
 #define PC_DECODE_TC_TMA 1
