@@ -45,6 +45,7 @@
 
 #include "decode/decode_common.cuh"
 #include "common/mma_sync.cuh"
+#include "common/tensor_map.cuh"
 #ifdef PAGECHECK_HAVE_SM90A
 #include "decode/decode_mla_sm90.cuh"
 #endif
@@ -675,19 +676,75 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
 }
 
 // The attention loop the traits select: tensor cores or CUDA cores.
-// kAllowTma (the direct kernel): the tensor-copy form of the tensor-core
-// loop where the launch set DecodeParams::tma and the range starts on a
-// 16-key boundary (a window's start may not).
+// kAllowTma (the direct kernel, auto's kernel): the tensor-copy form of the
+// tensor-core loop where the launch set DecodeParams::tma, the caller says
+// tma_ok (auto: a whole sequence, not a partition) and the range starts on
+// a 16-key boundary (a window's start may not).
 template <class T, bool kAllowTma = false>
 __device__ __forceinline__ const float* attend(const DecodeParams& p, std::int64_t seq, int kv_head, int head_tile,
-                                               std::int32_t begin, std::int32_t end, unsigned char* smem) {
+                                               std::int32_t begin, std::int32_t end, unsigned char* smem,
+                                               bool tma_ok = true) {
   if constexpr (T::kTensorCore) {
     if constexpr (kAllowTma && T::kTmaCapable) {
-      if (p.tma != 0 && begin % 16 == 0) return attend_range_tc<T, true>(p, seq, kv_head, head_tile, begin, end, smem);
+      if (tma_ok && p.tma != 0 && begin % 16 == 0)
+        return attend_range_tc<T, true>(p, seq, kv_head, head_tile, begin, end, smem);
     }
     return attend_range_tc<T>(p, seq, kv_head, head_tile, begin, end, smem);
   } else {
     return attend_range<T>(p, seq, kv_head, head_tile, begin, end, smem);
+  }
+}
+
+// Tensor copies for the loop of the direct kernel and of auto's whole
+// sequences (DecodeParams::tma, host side): on a
+// compute capability 9.0 device, for 16-bit caches (T::kTmaCapable) whose
+// pages hold 16n slots, under PAGECHECK_DECODE_TMA=1. Off by default until
+// a device call has checked and timed them (session 20 built them with no
+// device time left; docs/performance.md). A pool the encoder refuses
+// (strides or base not 16-byte aligned, sizes past its limits) keeps
+// cp.async.
+inline bool decode_tma_allowed() {
+  static const bool allowed = [] {
+    const char* env = std::getenv("PAGECHECK_DECODE_TMA");
+    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
+    int device = 0, major = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return major == 9;
+  }();
+  return allowed;
+}
+
+template <class T>
+constexpr bool tma_capable() {
+  if constexpr (T::kTensorCore)
+    return T::kTmaCapable;
+  else
+    return false;
+}
+
+template <class T>
+void set_decode_tma(const DeviceCaseView& view, DecodeParams& p) {
+  p.tma = 0;
+  if constexpr (tma_capable<T>()) {
+    const PagedKvView& kv = view.kv;
+    if (kv.block_size % 16 != 0 || kv.num_blocks < 1 || !decode_tma_allowed()) return;
+    const bool f16 = T::kKvDtype == DType::F16;
+    const bool k_inner = kv.key_strides.head < kv.key_strides.slot;
+    const bool v_inner = kv.value_strides.head < kv.value_strides.slot;
+    if (!make_kv_map(p.k_map, f16, kv.key_data, T::kHeadDim, kv.block_size, kv.kv_heads, kv.num_blocks,
+                     kv.key_strides.slot, kv.key_strides.head, kv.key_strides.block, 16, k_inner)
+             .ok() ||
+        !make_kv_map(p.v_map, f16, kv.value_data, T::kVHeadDim, kv.block_size, kv.kv_heads, kv.num_blocks,
+                     kv.value_strides.slot, kv.value_strides.head, kv.value_strides.block, 16, v_inner)
+             .ok())
+      return;
+    p.tma = kTmaOn | (k_inner ? kTmaKeyHeadInner : 0) | (v_inner ? kTmaValueHeadInner : 0);
+  } else {
+    (void)view;
   }
 }
 
