@@ -38,13 +38,10 @@
 // Order: applicability, parameter set-up (shared with decode_split.cu),
 // kernel, launcher.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "decode/decode_mma.cuh"
 #include "common/launchers.cuh"
-#include "common/tensor_map.cuh"
 
 namespace pagecheck::gpu {
 
@@ -164,7 +161,10 @@ Expected<DecodeParams> make_decode_params(const DeviceCaseView& view, int head_t
 // (H200 A/B in one call, 2026-12-03: 283.1 against 277.3 us; same source
 // otherwise), so it keeps the exact text it was tuned with, plus (issue 23)
 // the sink, a uniform branch per output element outside the loop.
-template <class T>
+// kTma: the instantiation launched where DecodeParams::tma is set (K/V by
+// tensor copies where the range allows); the other holds one copy of the
+// loop, as before (two copies in one kernel cost auto 1-3%, session 10).
+template <class T, bool kTma>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     decode_direct_kernel(const __grid_constant__ DecodeParams p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   if (!seq_selected(p, seq_len)) return;
 
   const float* merged =
-      attend<T, true>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
+      attend<T, kTma>(p, seq, kv_head, tile, window_begin(seq_len, p.window), seq_len, smem);
 
   const std::int64_t row = p.query_start_loc[seq];
   const int heads_here = min(T::kHeadTile, p.gqa - tile * T::kHeadTile);
@@ -189,58 +189,6 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     if (p.sinks != nullptr) o = add_sink(o, m, l, sink_logit2(p, q_head));
     store_from_float(p.output_dtype, p.output, (row * p.q_heads + q_head) * T::kVHeadDim + d, o * p.v_scale);
     if (d == 0 && p.lse != nullptr) p.lse[row * p.q_heads + q_head] = state_lse(m, l);
-  }
-}
-
-// Tensor copies for the direct kernel's loop (DecodeParams::tma): on a
-// compute capability 9.0 device, for 16-bit caches (T::kTmaCapable) whose
-// pages hold 16n slots, under PAGECHECK_DECODE_TMA=1. Off by default until
-// a device call has checked and timed them (session 20 built them with no
-// device time left; docs/performance.md). A pool the encoder refuses
-// (strides or base not 16-byte aligned, sizes past its limits) keeps
-// cp.async.
-static bool decode_tma_allowed() {
-  static const bool allowed = [] {
-    const char* env = std::getenv("PAGECHECK_DECODE_TMA");
-    if (env == nullptr || std::strcmp(env, "1") != 0) return false;
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return major == 9;
-  }();
-  return allowed;
-}
-
-template <class T>
-constexpr bool tma_capable() {
-  if constexpr (T::kTensorCore)
-    return T::kTmaCapable;
-  else
-    return false;
-}
-
-template <class T>
-void set_decode_tma(const DeviceCaseView& view, DecodeParams& p) {
-  p.tma = 0;
-  if constexpr (tma_capable<T>()) {
-    const PagedKvView& kv = view.kv;
-    if (kv.block_size % 16 != 0 || kv.num_blocks < 1 || !decode_tma_allowed()) return;
-    const bool f16 = T::kKvDtype == DType::F16;
-    const bool k_inner = kv.key_strides.head < kv.key_strides.slot;
-    const bool v_inner = kv.value_strides.head < kv.value_strides.slot;
-    if (!make_kv_map(p.k_map, f16, kv.key_data, T::kHeadDim, kv.block_size, kv.kv_heads, kv.num_blocks,
-                     kv.key_strides.slot, kv.key_strides.head, kv.key_strides.block, 16, k_inner)
-             .ok() ||
-        !make_kv_map(p.v_map, f16, kv.value_data, T::kVHeadDim, kv.block_size, kv.kv_heads, kv.num_blocks,
-                     kv.value_strides.slot, kv.value_strides.head, kv.value_strides.block, 16, v_inner)
-             .ok())
-      return;
-    p.tma = kTmaOn | (k_inner ? kTmaKeyHeadInner : 0) | (v_inner ? kTmaValueHeadInner : 0);
-  } else {
-    (void)view;
   }
 }
 
@@ -275,7 +223,9 @@ Status launch_direct_impl(const DeviceCaseView& view, cudaStream_t stream) {
     if (ctas == 0) return {};
     set_decode_tma<T>(view, *params);
     if (ctas > 0x7fffffff) return invalid_input("too many (sequence, head) pairs for one launch", "direct");
-    auto kernel = decode_direct_kernel<T>;
+    auto kernel = decode_direct_kernel<T, false>;
+    if constexpr (tma_capable<T>())
+      if (params->tma != 0) kernel = decode_direct_kernel<T, true>;
     PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
     kernel<<<static_cast<unsigned>(ctas), T::kThreads, T::kSmemBytes, stream>>>(*params);
     CUDA_TRY_LAUNCH();
