@@ -5,6 +5,9 @@
 # 1. `pagecheck bench --shapes decode|prefill` and scripts/bench_torch.py
 #    interleaved twice (pagecheck, peers, pagecheck, peers): cuDNN's rounds
 #    move by up to 30%, so each peer is compared with its better round.
+#    DECODE_TMA=1: each round also runs the decode bench with
+#    PAGECHECK_DECODE_TMA=1 (the direct and auto kernels' tensor copies),
+#    right after the default one (dectma1.json, dectma2.json).
 # 2. The prefill bench at head dim 64 and with an E4M3 cache, the decode
 #    bench with an E4M3 cache and at block size 1.
 # Each step's log and JSON report in DIR, a line per step and
@@ -22,6 +25,10 @@ b() {  # b NAME ARGS...: one timed step, its log and a line in the summary
 }
 for r in 1 2; do
   b dec$r pagecheck bench --shapes decode --paths direct,split,auto --no-checks --json "$dir/dec$r.json"
+  if [ "${DECODE_TMA:-0}" = 1 ]; then
+    b dectma$r env PAGECHECK_DECODE_TMA=1 pagecheck bench --shapes decode --paths direct,split,auto --no-checks \
+      --json "$dir/dectma$r.json"
+  fi
   b pre$r pagecheck bench --shapes prefill --paths prefill,fmha --no-checks --json "$dir/pre$r.json"
   b torch$r python3 scripts/bench_torch.py --shapes all
 done
