@@ -4,7 +4,8 @@
 #   here:  scripts/build_prefill_dev.sh sts   (HEAD: FP8 widening stores without bank conflicts, 9fd4b09)
 #          git show ab7ccda:kernels/src/prefill/attn_sm90_ws.cu >/tmp/ws_base.cu
 #          WS_SRC=/tmp/ws_base.cu scripts/build_prefill_dev.sh base   (the kernel before sts)
-#          mkdir -p build-ab; for n in sts base; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#          scripts/build_prefill_dev.sh trbase3 -DPAGECHECK_WS_TRACE=3   (step 3)
+#          mkdir -p build-ab; for n in sts base trbase3; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh -o build-ab/decode_probe_tma && gzip -9 build-ab/decode_probe_tma
 #   there: D=$OUT; OUT=/tmp/s21 PACK=$D scripts/device_s21_call.sh
 # 1. (issue 18) The direct decode kernel's K/V by tensor copies
@@ -21,6 +22,10 @@
 #    of the kernel's shared wavefronts in excess). sts's checks (the dev
 #    driver's, beside step 1's; its small suite under memcheck and
 #    racecheck), then `prefill_dev fp8` of sts and base in each round.
+# 3. (issue 24, if build-ab holds prefill_dev_trbase3.gz and the clock
+#    allows) the epilogue's clock stamps (PAGECHECK_WS_TRACE=3: row sums
+#    and scales, staging, fence and release, stores) at 16 x 512 and
+#    8 x 2048, where trbase5 put about 2000 cycles a work tile.
 set -u
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
@@ -65,6 +70,9 @@ for round in 1 2; do
   done
   echo "round $round done at $(($(date +%s) - t0)) s" >>"$S"
 done
+if [ -f build-ab/prefill_dev_trbase3.gz ] && [ $(($(date +%s) - t0)) -lt 480 ]; then
+  scripts/prefill_trace_run.sh "$OUT/trace" "$S" trbase3
+fi
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "$PACK/s21.tgz" .)
 cat "$S"
