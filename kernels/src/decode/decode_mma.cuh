@@ -100,6 +100,13 @@ namespace pagecheck::gpu::decode {
 // loads (decode_probe roof_paged, H100, session 20; docs/performance.md).
 #define PC_DECODE_TC_TMA 1
 #endif
+#ifndef PC_DECODE_TC_TMA_SPLIT
+// A developer knob (decode_probe builds): 1: split's partitions and auto's
+// take the tensor copies too, where PAGECHECK_DECODE_TMA=1 (the roof read
+// 8 x 8192 1.6% faster that way and 1 x 32768 5% slower: session 20, not
+// yet measured in the kernel); 0: whole sequences only (direct, auto's).
+#define PC_DECODE_TC_TMA_SPLIT 0
+#endif
 #ifndef PC_DECODE_TC_SPLIT_S
 #define PC_DECODE_TC_SPLIT_S 1  // 1: S = Q K^T in two accumulator chains (even / odd k-steps)
 #endif

@@ -100,9 +100,10 @@ std::int64_t partitions_for(const DeviceCaseView& view, std::int64_t partition_t
 // output as the direct kernel does; the other CTAs of that sequence return.
 // A separate instantiation, so the split path's kernel holds one copy of the
 // attention loop.
-// kTma (auto only, where DecodeParams::tma is set): whole sequences may
-// take tensor copies (attend's kAllowTma); a separate instantiation, for the
-// same reason.
+// kTma (where DecodeParams::tma is set: auto, and split under
+// PC_DECODE_TC_TMA_SPLIT): whole sequences (and under that knob partitions)
+// may take tensor copies (attend's kAllowTma); a separate instantiation,
+// for the same reason.
 template <class T, bool kAuto, bool kTma = false>
 __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
     decode_partition_kernel(const __grid_constant__ DecodeParams p) {
@@ -134,7 +135,8 @@ __global__ void __launch_bounds__(T::kThreads, T::kMinBlocksPerSm)
   // kernel's (DecodeParams::tma, set for auto launches); partitions keep
   // cp.async (decode_probe roof_paged: tensor copies read 1 x 32768 5%
   // slower, session 20).
-  const float* merged = attend<T, kTma>(p, seq, kv_head, tile, keys.begin, keys.end, smem, whole);
+  const float* merged =
+      attend<T, kTma>(p, seq, kv_head, tile, keys.begin, keys.end, smem, whole || PC_DECODE_TC_TMA_SPLIT);
   if (whole) {
     store_final<T>(p, merged, seq, kv_head, tile);
     return;
@@ -503,10 +505,16 @@ Status launch_split_impl(const DeviceCaseView& view, const SplitWorkspace& works
     if (ctas == 0) return {};
     if (ctas > 0x7fffffff || merge_ctas > 0x7fffffff)
       return invalid_input("too many (sequence, head) pairs for one launch", "split");
-    if (auto_plan) set_decode_tma<T>(view, p);
+    if (auto_plan || PC_DECODE_TC_TMA_SPLIT) set_decode_tma<T>(view, p);
     auto kernel = auto_plan ? decode_partition_kernel<T, true> : decode_partition_kernel<T, false>;
-    if constexpr (tma_capable<T>())
-      if (p.tma != 0) kernel = decode_partition_kernel<T, true, true>;
+    if constexpr (tma_capable<T>()) {
+      if (p.tma != 0) {
+        if (auto_plan)
+          kernel = decode_partition_kernel<T, true, true>;
+        else if constexpr (PC_DECODE_TC_TMA_SPLIT)
+          kernel = decode_partition_kernel<T, false, true>;
+      }
+    }
     PC_TRY(allow_shared_memory(kernel, T::kSmemBytes));
     kernel<<<dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(rows)), T::kThreads, T::kSmemBytes, stream>>>(
         p);
