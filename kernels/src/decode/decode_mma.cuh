@@ -46,6 +46,7 @@
 #include "decode/decode_common.cuh"
 #include "common/mma_sync.cuh"
 #include "common/tensor_map.cuh"
+#include "common/tma.cuh"
 #ifdef PAGECHECK_HAVE_SM90A
 #include "decode/decode_mla_sm90.cuh"
 #endif
@@ -165,59 +166,6 @@ struct DecodeTcTraits {
                 "the lanes of a key split its K and V rows evenly");
 };
 
-// ---- tensor copies (compute capability 9.0; empty elsewhere: never reached) ------
-__device__ __forceinline__ void tma_bar_init(unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(bar) : "memory");
-#endif
-}
-__device__ __forceinline__ void tma_bar_inval(unsigned bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.inval.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
-#endif
-}
-// The barriers' initialisation made visible to the tensor copies.
-__device__ __forceinline__ void tma_init_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-// Generic writes to shared memory ordered before later tensor copies into it.
-__device__ __forceinline__ void tma_proxy_fence() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void tma_bar_expect(unsigned bar, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-#endif
-}
-__device__ __forceinline__ void tma_bar_wait(unsigned bar, int parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "TMA_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra TMA_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-#endif
-}
-// One box (64 dims x 16 slots of one head of one page) of the map at
-// (dim, c1, c2, block) into dst, completing on bar.
-__device__ __forceinline__ void tma_box(unsigned dst, const CUtensorMap* map, unsigned bar, int dim, int c1, int c2,
-                                        int block) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-      "[%2];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(dim), "r"(c1), "r"(c2), "r"(block)
-      : "memory");
-#endif
-}
-
 // ---- the per-CTA attention over one token range, tensor cores ------------------
 // Same contract as attend_range(): returns merged[warp][head][m, l, acc[DV]]
 // in shared memory, all threads synchronised.
@@ -269,8 +217,9 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   if constexpr (kTma) {
     if (lane == 0) {
 #pragma unroll
-      for (int s = 0; s < STAGES; ++s) tma_bar_init(bar_of(s));
-      tma_init_fence();
+      for (int s = 0; s < STAGES; ++s) mbar_init(bar_of(s), 1);
+      fence_mbarrier_init();
+      fence_proxy_async();
     }
     __syncwarp();
   }
@@ -368,18 +317,18 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
       if (lane == 0) {
         const unsigned bar = bar_of(stage);
         const unsigned dst = warp_pipe_addr + static_cast<unsigned>(stage * T::kStageBytes);
-        tma_bar_expect(bar, T::kStageBytes);
+        mbar_arrive_expect_tx(bar, T::kStageBytes);
         const bool k_inner = p.tma & kTmaKeyHeadInner, v_inner = p.tma & kTmaValueHeadInner;
 #pragma unroll
         for (int u = 0; u < SUBS; ++u) {
 #pragma unroll
           for (int h = 0; h < K_HALVES; ++h)
-            tma_box(dst + u * SUB_BYTES + h * 2048, &p.k_map, bar, 64 * h, k_inner ? kv_head : slot0[u],
-                    k_inner ? slot0[u] : kv_head, page[u]);
+            tma_load_4d(dst + u * SUB_BYTES + h * 2048, &p.k_map, bar, 64 * h, k_inner ? kv_head : slot0[u],
+                        k_inner ? slot0[u] : kv_head, page[u]);
 #pragma unroll
           for (int h = 0; h < V_HALVES; ++h)
-            tma_box(dst + u * SUB_BYTES + (K_HALVES + h) * 2048, &p.v_map, bar, 64 * h,
-                    v_inner ? kv_head : slot0[u], v_inner ? slot0[u] : kv_head, page[u]);
+            tma_load_4d(dst + u * SUB_BYTES + (K_HALVES + h) * 2048, &p.v_map, bar, 64 * h,
+                        v_inner ? kv_head : slot0[u], v_inner ? slot0[u] : kv_head, page[u]);
         }
       }
     } else if (PC_DECODE_TC_LEAN_COPY && whole_pages) {
@@ -520,7 +469,7 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
     if (PC_DECODE_TC_AHEAD) next_page = page_of(j + STAGES);
     const unsigned stage_addr = warp_pipe_addr + static_cast<unsigned>((j % STAGES) * T::kStageBytes);
     if constexpr (kTma) {
-      tma_bar_wait(bar_of(j % STAGES), (j / STAGES) & 1);
+      mbar_wait(bar_of(j % STAGES), (j / STAGES) & 1);
       // The range's last chunk: V rows past its end are zeroed (their P is
       // zero, but a NaN or Inf in the pool would make P V NaN); K's are
       // masked to -inf. Generic writes, fenced before any later tensor copy
@@ -535,7 +484,7 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
                                                                 (piece % 8) * 16);
           asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};\n" ::"r"(a), "r"(0) : "memory");
         }
-        tma_proxy_fence();
+        fence_proxy_async();
       }
     } else {
       cp_async_wait<STAGES - 1>();
@@ -659,7 +608,7 @@ __device__ __forceinline__ const float* attend_range_tc(const DecodeParams& p, s
   if constexpr (kTma) {  // every phase completed: the barriers may be initialised anew by a later call
     if (lane == 0)
 #pragma unroll
-      for (int s = 0; s < STAGES; ++s) tma_bar_inval(bar_of(s));
+      for (int s = 0; s < STAGES; ++s) mbar_inval(bar_of(s));
   }
   constexpr int kRow = T::kVHeadDim + 2;
   float* merged = reinterpret_cast<float*>(smem);  // [warp][head][2 + DV]

@@ -10,7 +10,16 @@
 
 #include <cstdint>
 
+#include "common/tma.cuh"  // mbarriers, the proxy fence, tma_load_4d
+
 namespace pagecheck::gpu::attn {
+
+// Named here too, for the callers that qualify them (attn::mbar_wait, ...).
+using gpu::fence_proxy_async;
+using gpu::mbar_arrive_expect_tx;
+using gpu::mbar_init;
+using gpu::mbar_wait;
+using gpu::tma_load_4d;
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define PAGECHECK_SM90A_DEVICE 1
@@ -67,7 +76,6 @@ __device__ __forceinline__ uint4 ld_shared16(std::uint32_t src) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(src) : "memory");
   return v;
 }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 #ifdef PAGECHECK_SM90A_DEVICE
 // The 64 float accumulators of an m64n128 wgmma, as asm operands %0..%63.
@@ -213,31 +221,13 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[N], const std::uint32_t (&a)
 
 // ---- mbarriers and named barriers --------------------------------------------
 
-__device__ __forceinline__ void mbar_init(std::uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
 __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-// Waits until the barrier's phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(std::uint32_t bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
 }
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
-// Arrives once and adds `bytes` to the transaction count the current phase
-// waits for (the tensor copies that complete on this barrier).
-__device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
 // Arrives on `bar` once every cp.async this thread issued before has
 // landed (the barrier's expected count includes this arrival).
 __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {
@@ -247,19 +237,7 @@ __device__ __forceinline__ void cp_async_mbar_arrive_noinc(std::uint32_t bar) {
 __device__ __forceinline__ void named_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// 4-D tensor copy global -> shared through tensor map `map` (the address of
-// a __grid_constant__ parameter), completing on mbarrier `bar`.
-__device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const void* map, std::uint32_t bar, int c0, int c1,
-                                            int c2, int c3) {
-#ifdef PAGECHECK_SM90A_DEVICE
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], "
-      "[%2];\n" ::"r"(dst),
-      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-      : "memory");
-#endif
-}
-// 3-D tensor copy global -> shared, as tma_load_4d.
+// 3-D tensor copy global -> shared, as tma_load_4d (common/tma.cuh).
 __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const void* map, std::uint32_t bar, int c0, int c1,
                                             int c2) {
 #ifdef PAGECHECK_SM90A_DEVICE
