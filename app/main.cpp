@@ -587,8 +587,8 @@ int real_main(int argc, char** argv) {
   if (const char* tma = std::getenv("PAGECHECK_DECODE_TMA"); tma != nullptr && *tma != '\0') {
     const std::string_view t = tma;
     if (t != "0" && t != "1") {
-      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_TMA='{}' is not 0 or 1; use 0 (the direct decode kernel "
-                         "copies K/V with cp.async, the default) or 1 (tensor copies where they apply)\n", t);
+      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_TMA='{}' is not 0 or 1; use 0 (the direct and auto decode "
+                         "kernels copy K/V with cp.async, the default) or 1 (tensor copies where they apply)\n", t);
       return exit_code::kUsage;
     }
   }
