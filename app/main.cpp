@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
 #include <new>
 #include <optional>
@@ -365,6 +366,17 @@ std::string executable_path(const char* argv0) {
   return argv0 != nullptr ? argv0 : "pagecheck";
 }
 
+// An environment override (docs/cli.md "Environment") set to none of its
+// choices, where a typo would otherwise silently run the default: the usage
+// error to print ("NAME='value' is not PROBLEM; use HINT"), else nothing.
+std::optional<std::string> bad_env_choice(const char* name, std::initializer_list<std::string_view> choices,
+                                          std::string_view problem, std::string_view hint) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  if (std::find(choices.begin(), choices.end(), std::string_view(value)) != choices.end()) return std::nullopt;
+  return fmt::format("pagecheck: {}='{}' is not {}; use {}\n", name, value, problem, hint);
+}
+
 int real_main(int argc, char** argv) {
   Invocation invocation;
   invocation.executable = executable_path(argc > 0 ? argv[0] : nullptr);
@@ -554,41 +566,28 @@ int real_main(int argc, char** argv) {
     return cli_code == 0 ? exit_code::kPass : exit_code::kUsage;
   }
 
-  // The prefill/FMHA kernel override (docs/cli.md "Environment"): a typo
-  // would otherwise silently run the default kernel.
-  if (const char* kernel = std::getenv("PAGECHECK_ATTN_KERNEL"); kernel != nullptr && *kernel != '\0') {
-    const std::string_view k = kernel;
-    if (k != "mma" && k != "wgmma" && k != "auto") {
-      fmt::print(stderr, "pagecheck: PAGECHECK_ATTN_KERNEL='{}' is not a kernel choice; use mma (the portable "
-                         "mma.sync kernel), wgmma (the first sm_90a kernel, without warp specialisation) or auto "
-                         "(the default: the warp-specialised wgmma kernel on compute capability 9.0)\n", k);
-      return exit_code::kUsage;
-    }
+  // The kernel overrides and the test hook of isolation (docs/cli.md
+  // "Environment"), checked before anything runs.
+  if (const auto bad = bad_env_choice(
+          "PAGECHECK_ATTN_KERNEL", {"mma", "wgmma", "auto"}, "a kernel choice",
+          "mma (the portable mma.sync kernel), wgmma (the first sm_90a kernel, without warp specialisation) or "
+          "auto (the default: the warp-specialised wgmma kernel on compute capability 9.0)")) {
+    fmt::print(stderr, "{}", *bad);
+    return exit_code::kUsage;
   }
-
-  // The test hook of isolation (docs/cli.md "Environment"): a typo would
-  // otherwise test nothing.
   if (const auto fault = test_fault_from_environment(); !fault.ok()) {
     fmt::print(stderr, "pagecheck: {}\n", fault.error().message);
     return exit_code::kUsage;
   }
-
-  // The decode loop override (docs/cli.md "Environment"), checked the same way.
-  if (const char* kernel = std::getenv("PAGECHECK_DECODE_KERNEL"); kernel != nullptr && *kernel != '\0') {
-    const std::string_view k = kernel;
-    if (k != "mma" && k != "simt") {
-      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_KERNEL='{}' is not a decode loop; use mma (the tensor-core "
-                         "loop where it applies, the default) or simt (the CUDA-core loop everywhere)\n", k);
-      return exit_code::kUsage;
-    }
-  }
-
-  // The decode loader override (docs/cli.md "Environment"): 0 or 1.
-  if (const char* tma = std::getenv("PAGECHECK_DECODE_TMA"); tma != nullptr && *tma != '\0') {
-    const std::string_view t = tma;
-    if (t != "0" && t != "1") {
-      fmt::print(stderr, "pagecheck: PAGECHECK_DECODE_TMA='{}' is not 0 or 1; use 0 (the direct and auto decode "
-                         "kernels copy K/V with cp.async, the default) or 1 (tensor copies where they apply)\n", t);
+  for (const auto& bad :
+       {bad_env_choice("PAGECHECK_DECODE_KERNEL", {"mma", "simt"}, "a decode loop",
+                       "mma (the tensor-core loop where it applies, the default) or simt (the CUDA-core loop "
+                       "everywhere)"),
+        bad_env_choice("PAGECHECK_DECODE_TMA", {"0", "1"}, "0 or 1",
+                       "0 (the direct and auto decode kernels copy K/V with cp.async, the default) or 1 (tensor "
+                       "copies where they apply)")}) {
+    if (bad) {
+      fmt::print(stderr, "{}", *bad);
       return exit_code::kUsage;
     }
   }

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Session 20's first call (issues 24 and 18), carrying build-ab:
 #   here:  scripts/build_prefill_dev.sh base      (at ab7ccda)
-#          scripts/build_prefill_dev.sh half      (the half-width last key tile, the default since)
+#          (at 2dce714, where the half-width last key tile is; removed since:)
+#          scripts/build_prefill_dev.sh half
+#          scripts/build_prefill_dev.sh half3 -DPAGECHECK_WS_HALF_LAST=3
 #          scripts/build_prefill_dev.sh trbase5 -DPAGECHECK_WS_TRACE=5
 #          scripts/build_prefill_dev.sh trearly5 -DPAGECHECK_WS_TRACE=5 -DPAGECHECK_WS_EARLY_S=1
 #          git show c55d13a:kernels/src/prefill/attn_sm90_ws.cu >/tmp/ws_nopf.cu
 #          WS_SRC=/tmp/ws_nopf.cu scripts/build_prefill_dev.sh nopf
-#          mkdir -p build-ab; for n in half base nopf trbase5 trearly5; do
+#          mkdir -p build-ab; for n in half half3 base nopf trbase5 trearly5; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh -DPC_DECODE_SWEEP_ONLY -o build-ab/decode_probe && gzip -9 build-ab/decode_probe
+#          cp ex2t.cubin build-ab/   (a cubin of ex2.approx.f16x2 / bf16x2, nvcc -arch=sm_90a -cubin)
 #   there: D=$OUT; OUT=/tmp/s20 PACK=$D scripts/device_s20_call.sh
 # AB. The half-width last key tile (PAGECHECK_WS_HALF_LAST, `half`): the
 # dev driver's checks and its small suite under memcheck, racecheck and
-# synccheck, then `prefill_dev quick` of half, base and nopf (B below),
+# synccheck, then `prefill_dev quick` of half, half3 (its softmax at half
+# width too), base and nopf (B below),
 # two interleaved rounds (scripts/prefill_ab_run.sh).
 # A. Where head dim 128's early S_0 loses its 1300-1700 cycles a work tile
 # (docs/performance.md, session 19): the stamps of PAGECHECK_WS_TRACE=5

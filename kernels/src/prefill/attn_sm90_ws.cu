@@ -75,6 +75,9 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#ifndef PAGECHECK_WS_TRACE
+#define PAGECHECK_WS_TRACE 0  // clock stamps off (the developer builds below set 1-5)
+#endif
 #if PAGECHECK_WS_TRACE
 #include <cstdio>
 #include <vector>
@@ -377,16 +380,16 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
   } while (0)
 #define WS_TRACE(slot) WS_TRACE_AT(slot, 0)
 #endif
+// A stamp taken only in trace mode `mode` (WS_TRACE itself is empty
+// outside a trace build).
+#define WS_TRACE_IN(mode, slot)                                  \
+  do {                                                           \
+    if constexpr (PAGECHECK_WS_TRACE == (mode)) WS_TRACE(slot);  \
+  } while (0)
 // -DPAGECHECK_WS_TRACE=3 instead splits the epilogue: 10 row sums, scales
 // and LSEs done, 11 rows read back from shared memory, 12 fence and Q
 // release done; 15 holds 3 (the mode, for scripts/prefill_trace.py).
-#if PAGECHECK_WS_TRACE == 3
-#define WS_TRACE_EPI(slot) WS_TRACE(slot)
-#else
-#define WS_TRACE_EPI(slot) \
-  do {                     \
-  } while (0)
-#endif
+#define WS_TRACE_EPI(slot) WS_TRACE_IN(3, slot)
 // -DPAGECHECK_WS_TRACE=5 splits what comes before the last turn, where the
 // early S_0 (PAGECHECK_WS_EARLY_S) adds its fixed cost (session 19: 1300-
 // 1700 cycles a work tile at head dim 128): 10 a work tile that began with
@@ -395,13 +398,7 @@ __device__ unsigned long long g_ws_trace[160 * 2 * 64 * kTraceSlots];
 // early test made; 13 the row sums made; 14 the early S_0's query and K
 // tile in (where it comes; then 14 to 5 is the last V tile's wait and the
 // turn); 15 holds 5.
-#if PAGECHECK_WS_TRACE == 5
-#define WS_TRACE_EARLY(slot) WS_TRACE(slot)
-#else
-#define WS_TRACE_EARLY(slot) \
-  do {                       \
-  } while (0)
-#endif
+#define WS_TRACE_EARLY(slot) WS_TRACE_IN(5, slot)
 // -DPAGECHECK_WS_TRACE=4: the steady key tiles of CTAs 0 and 1 one by one
 // (a timeline: loop start, turn taken, S done, softmax done, P V done, P
 // packed, absolute clocks per consumer warpgroup), written to
@@ -1737,10 +1734,10 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     p.box_rows = T::kBlockN;
     p.head_inner = 1;
     const std::int64_t h = view.kv.kv_heads;
-    PC_TRY(make_kv_map(p.key_map, T::kF16K, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK, T::DK,
-                    a.contig_capacity * h * T::DK, p.box_rows, true));
+    PC_TRY(make_kv_map(p.key_map, T::kF16K, a.contig_key, T::DK, a.contig_capacity, h, view.kv.num_seqs, h * T::DK,
+                       T::DK, a.contig_capacity * h * T::DK, p.box_rows, true));
     PC_TRY(make_kv_map(p.value_map, T::kF16V, a.contig_value, T::DV, a.contig_capacity, h, view.kv.num_seqs, h * T::DV,
-                    T::DV, a.contig_capacity * h * T::DV, p.box_rows, true));
+                       T::DV, a.contig_capacity * h * T::DV, p.box_rows, true));
   } else if constexpr (T::kTma) {
     p.box_rows = view.kv.block_size < T::kBlockN ? view.kv.block_size : T::kBlockN;
     const CacheStrides& ks = view.kv.key_strides;
@@ -1751,9 +1748,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     if (!p.head_inner && (ks.head < ks.slot || vs.head < vs.slot))
       return invalid_input("key and value caches with different layouts are not built for the tensor-copy kernel");
     PC_TRY(make_kv_map(p.key_map, T::kF16K, view.kv.key_data, T::DK, view.kv.block_size, view.kv.kv_heads,
-                    view.kv.num_blocks, ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
+                       view.kv.num_blocks, ks.slot, ks.head, ks.block, p.box_rows, p.head_inner));
     PC_TRY(make_kv_map(p.value_map, T::kF16V, view.kv.value_data, T::DV, view.kv.block_size, view.kv.kv_heads,
-                    view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
+                       view.kv.num_blocks, vs.slot, vs.head, vs.block, p.box_rows, p.head_inner));
   }
   p.boxes_per_tile = p.box_rows > 0 ? T::kBlockN / p.box_rows : 0;
   if constexpr (!T::kTma) {
