@@ -1776,6 +1776,14 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
       const std::int64_t fit = l2_bytes() / 2 / pair_bytes;
       per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
     }
+#if PAGECHECK_WS_SECTION_ENV
+    // Developer knob (session 21): PAGECHECK_WS_SECTION_PAIRS=N sections
+    // of N pairs, to time how much K/V the first wave of work tiles reads.
+    if (const char* e = std::getenv("PAGECHECK_WS_SECTION_PAIRS")) {
+      const long long v = std::strtoll(e, nullptr, 10);
+      if (v > 0) per_section = v < pairs ? v : pairs;
+    }
+#endif
     p.pairs_per_section = static_cast<std::int32_t>(per_section);
     p.work32 = p.num_work < INT_MAX && pairs < INT_MAX && per_section * p.a.tiles_per_seq < INT_MAX;
     if (p.work32 && pairs > 0) {

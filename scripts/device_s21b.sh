@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Session 21's third call (issue 24, 16 x 512): how much K/V the first wave
+# of work tiles reads. Each CTA's first work tile cost about 28 000 cycles
+# more than its second at 16 x 512 (trbase3 stamps by item,
+# docs/performance.md, session 21), where the first section's 100 pairs put
+# 25.6 MB of K/V into the first wave. A developer knob sets the section's
+# pairs at run time (PAGECHECK_WS_SECTION_PAIRS, built with
+# -DPAGECHECK_WS_SECTION_ENV=1).
+#   here:  scripts/build_prefill_dev.sh sec -DPAGECHECK_WS_SECTION_ENV=1
+#          scripts/build_prefill_dev.sh trsec3 -DPAGECHECK_WS_SECTION_ENV=1 -DPAGECHECK_WS_TRACE=3
+#          for n in sec trsec3; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#   there: D=$OUT; OUT=$D scripts/device_s21b.sh   (carrying build-ab)
+# 1. `prefill_dev quick` with the default sections and with 33, 16, 9 and
+#    64 pairs, two interleaved rounds.
+# 2. trsec3's stamps at 16 x 512 with the default and with 33 pairs.
+# 3. The dev driver's checks with 9 pairs a section (most sections).
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-s21bout}
+mkdir -p "$OUT/trace" build-sm90dev
+t0=$(date +%s)
+S=$OUT/summary.txt
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
+for n in sec trsec3; do
+  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
+done
+for round in 1 2; do
+  for n in default 33 16 9 64; do
+    [ $(($(date +%s) - t0)) -lt "${BUDGET:-300}" ] || break
+    if [ "$n" = default ]; then
+      timeout 60 build-sm90dev/prefill_dev_sec quick >"$OUT/quick_${n}_$round.log" 2>&1
+    else
+      PAGECHECK_WS_SECTION_PAIRS=$n timeout 60 build-sm90dev/prefill_dev_sec quick >"$OUT/quick_${n}_$round.log" 2>&1
+    fi
+    { echo "== quick, sections of $n pairs, round $round ($(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL" "$OUT/quick_${n}_$round.log"; } >>"$S"
+  done
+done
+for n in default 33; do
+  if [ "$n" = default ]; then
+    WS_TRACE="$OUT/trace/sec_${n}_16_512" timeout 60 build-sm90dev/prefill_dev_trsec3 trace 16 512 16 >/dev/null 2>&1
+  else
+    PAGECHECK_WS_SECTION_PAIRS=$n WS_TRACE="$OUT/trace/sec_${n}_16_512" timeout 60 build-sm90dev/prefill_dev_trsec3 trace 16 512 16 >/dev/null 2>&1
+  fi
+  echo "trace $n rc=$?" >>"$S"
+done
+PAGECHECK_WS_SECTION_PAIRS=9 timeout 120 build-sm90dev/prefill_dev_sec check >"$OUT/check9.log" 2>&1
+echo "check, sections of 9 pairs: rc=$? $(grep -c FAIL "$OUT/check9.log") FAIL lines; $(tail -1 "$OUT/check9.log")" >>"$S"
+echo "done at $(($(date +%s) - t0)) s" >>"$S"
+cat "$S"
