@@ -8,10 +8,13 @@
 # -DPAGECHECK_WS_SECTION_ENV=1).
 #   here:  scripts/build_prefill_dev.sh sec -DPAGECHECK_WS_SECTION_ENV=1
 #          scripts/build_prefill_dev.sh trsec3 -DPAGECHECK_WS_SECTION_ENV=1 -DPAGECHECK_WS_TRACE=3
-#          for n in sec trsec3; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#          scripts/build_prefill_dev.sh secw4 -DPAGECHECK_WS_SECTION_WAVES=4 -DPAGECHECK_WS_SECTION_ENV=1
+#          for n in sec trsec3 secw4; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #   there: D=$OUT; OUT=$D scripts/device_s21b.sh   (carrying build-ab)
-# 1. `prefill_dev quick` with the default sections and with 33, 16, 9 and
-#    64 pairs, two interleaved rounds.
+# 1. `prefill_dev quick` with the default sections, with the candidate
+#    rule (w4: secw4, sections capped at 4 waves of work tiles,
+#    -DPAGECHECK_WS_SECTION_WAVES=4) and with 33, 16, 9 and 64 pairs, two
+#    interleaved rounds.
 # 2. trsec3's stamps at 16 x 512 with the default and with 33 pairs.
 # 3. The dev driver's checks with 9 pairs a section (most sections).
 set -u
@@ -21,14 +24,18 @@ mkdir -p "$OUT/trace" build-sm90dev
 t0=$(date +%s)
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
-for n in sec trsec3; do
+for n in sec trsec3 secw4; do
+  [ -f "build-ab/prefill_dev_$n.gz" ] || continue
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
 for round in 1 2; do
-  for n in default 33 16 9 64; do
+  for n in ${NS:-default w4 33 16 9 64}; do
     [ $(($(date +%s) - t0)) -lt "${BUDGET:-300}" ] || break
     if [ "$n" = default ]; then
       timeout 60 build-sm90dev/prefill_dev_sec quick >"$OUT/quick_${n}_$round.log" 2>&1
+    elif [ "$n" = w4 ]; then
+      [ -x build-sm90dev/prefill_dev_secw4 ] || continue
+      timeout 60 build-sm90dev/prefill_dev_secw4 quick >"$OUT/quick_${n}_$round.log" 2>&1
     else
       PAGECHECK_WS_SECTION_PAIRS=$n timeout 60 build-sm90dev/prefill_dev_sec quick >"$OUT/quick_${n}_$round.log" 2>&1
     fi
@@ -43,7 +50,7 @@ for n in default 33; do
   fi
   echo "trace $n rc=$?" >>"$S"
 done
-PAGECHECK_WS_SECTION_PAIRS=9 timeout 120 build-sm90dev/prefill_dev_sec check >"$OUT/check9.log" 2>&1
+PAGECHECK_WS_SECTION_PAIRS=9 timeout ${CHECK_S:-120} build-sm90dev/prefill_dev_sec check >"$OUT/check9.log" 2>&1
 echo "check, sections of 9 pairs: rc=$? $(grep -c FAIL "$OUT/check9.log") FAIL lines; $(tail -1 "$OUT/check9.log")" >>"$S"
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 cat "$S"

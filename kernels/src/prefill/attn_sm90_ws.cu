@@ -75,6 +75,9 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#ifndef PAGECHECK_WS_SECTION_WAVES
+#define PAGECHECK_WS_SECTION_WAVES 0  // sections sized by L2 alone (a developer build may cap them by waves)
+#endif
 #ifndef PAGECHECK_WS_TRACE
 #define PAGECHECK_WS_TRACE 0  // clock stamps off (the developer builds below set 1-5)
 #endif
@@ -1776,6 +1779,18 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
       const std::int64_t fit = l2_bytes() / 2 / pair_bytes;
       per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
     }
+#if PAGECHECK_WS_SECTION_WAVES > 0
+    // Candidate rule (session 21, unmeasured): at most enough pairs for
+    // PAGECHECK_WS_SECTION_WAVES waves of work tiles, so that the first
+    // wave reads the K/V of fewer pairs at once (16 x 512 on 132 SMs: 33
+    // pairs instead of 100; heaviest first within a section keeps each
+    // CTA's tiles mixed there).
+    if (p.a.tiles_per_seq > 0) {
+      const std::int64_t waves = (PAGECHECK_WS_SECTION_WAVES * static_cast<std::int64_t>(sm_count()) +
+                                  p.a.tiles_per_seq - 1) / p.a.tiles_per_seq;
+      if (waves < per_section) per_section = waves < 1 ? 1 : waves;
+    }
+#endif
 #if PAGECHECK_WS_SECTION_ENV
     // Developer knob (session 21): PAGECHECK_WS_SECTION_PAIRS=N sections
     // of N pairs, to time how much K/V the first wave of work tiles reads.
