@@ -6,7 +6,7 @@ PAGECHECK_WS_TRACE):
 
   scripts/build_prefill_dev.sh trace -DPAGECHECK_WS_TRACE=1
   WS_TRACE=/tmp/t build-sm90dev/prefill_dev_trace trace 16 512 16   (on the GPU)
-  scripts/prefill_trace.py /tmp/t.prefill /tmp/t.fmha
+  scripts/prefill_trace.py [--by-item] /tmp/t.prefill /tmp/t.fmha
 
 and prints, per number of key tiles, the mean cycles of each phase of a
 work tile (from one work tile's start to the next one's, per consumer
@@ -27,6 +27,9 @@ softmax of an S_0 that came early (with P and the previous output's
 release), the steady key tiles, decoding the next work tile and the early
 test, the row sums, the early S_0's query and K tile waits, and the last V
 tile's wait and the turn.
+--by-item adds the same phases by each CTA's k-th work tile (a CTA's first
+work tile meets every other CTA's first loads), with the row sums of a
+TRACE=3 build.
 """
 import collections
 import sys
@@ -48,6 +51,35 @@ def load(path):
             slots = v[3:]
             recs[(cta, wg)].append((item, slots[0:8], slots[8], slots[9], slots[10:15], slots[15]))
     return recs
+
+
+def report_by_item(path, first=16):
+    """Mean phases of each CTA's k-th work tile (k = the stamp's item), so
+    that a CTA's first work tile, whose loads meet every other CTA's first,
+    shows apart from the steady ones (session 21: three times the second
+    at 16 x 512)."""
+    by_item = collections.defaultdict(lambda: [0.0] * 11)
+    for items in load(path).values():
+        items.sort()
+        for i, (item, t, tiles, _, extra, mode) in enumerate(items[:-1]):
+            if tiles == 0 or min(t) == 0 or item >= first:
+                continue
+            phases = [t[j + 1] - t[j] for j in range(7)] + [items[i + 1][1][0] - t[7]]
+            acc = by_item[item]
+            for j, d in enumerate(phases):
+                acc[j] += d
+            acc[8] += tiles
+            acc[9] += 1
+            if mode == 3 and extra[0] > 0:
+                acc[10] += extra[0] - t[6]  # row sums, scales and LSEs (with the next tile's fetch)
+    print(path + " (by each CTA's item)")
+    print(" item  count  tiles " + " ".join("%8s" % n for n in NAMES) + "    total     sums")
+    for item in sorted(by_item):
+        acc = by_item[item]
+        n = acc[9]
+        mean = [a / n for a in acc[:8]]
+        print("%5d %6d %6.2f " % (item, n, acc[8] / n) + " ".join("%8.0f" % a for a in mean) +
+              " %8.0f %8s" % (sum(mean), "%.0f" % (acc[10] / n) if acc[10] else "-"))
 
 
 def report(path):
@@ -126,7 +158,12 @@ def report(path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = sys.argv[1:]
+    by_item = "--by-item" in args
+    args = [a for a in args if a != "--by-item"]
+    if not args:
         sys.exit(__doc__)
-    for p in sys.argv[1:]:
+    for p in args:
         report(p)
+        if by_item:
+            report_by_item(p)
