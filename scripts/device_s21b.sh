@@ -10,7 +10,7 @@
 #          scripts/build_prefill_dev.sh trsec3 -DPAGECHECK_WS_SECTION_ENV=1 -DPAGECHECK_WS_TRACE=3
 #          scripts/build_prefill_dev.sh secw4 -DPAGECHECK_WS_SECTION_WAVES=4 -DPAGECHECK_WS_SECTION_ENV=1
 #          for n in sec trsec3 secw4; do gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
-#   there: D=$OUT; OUT=$D scripts/device_s21b.sh   (carrying build-ab)
+#   there: D=$OUT; OUT=/tmp/s21b PACK=$D scripts/device_s21b.sh   (carrying build-ab)
 # 1. `prefill_dev quick` with the default sections, with the candidate
 #    rule (w4: secw4, sections capped at 4 waves of work tiles,
 #    -DPAGECHECK_WS_SECTION_WAVES=4) and with 33, 16, 9 and 64 pairs, two
@@ -18,9 +18,18 @@
 # 2. trsec3's stamps at 16 x 512 with the default and with 33 pairs.
 # 3. The dev driver's checks with 3 pairs a section (many sections, the last
 #    one shorter where the pairs are not a multiple of 3).
+# 4. The SASS of trsec3's warp-specialised kernels with line numbers
+#    (cuobjdump and nvdisasm are on the device machine, not here), for the
+#    epilogue's row sums (stamps 6 to 10: about 870 cycles where their
+#    instructions need 150-200).
+# Logs in $OUT, packed into $PACK/s21b.tgz (the device returns 8 files at
+# most); the summary and the SASS beside it.
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-s21bout}
+PACK=${PACK:-.}
+root=$(pwd)
+export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
 mkdir -p "$OUT/trace" build-sm90dev
 t0=$(date +%s)
 S=$OUT/summary.txt
@@ -51,7 +60,25 @@ for n in default 33; do
   fi
   echo "trace $n rc=$?" >>"$S"
 done
+for t in "$OUT"/trace/*.prefill "$OUT"/trace/*.fmha; do
+  [ -f "$t" ] || continue
+  { echo "== $(basename "$t")"; python3 scripts/prefill_trace.py --by-item "$t" 2>&1; } >>"$S"
+done
 PAGECHECK_WS_SECTION_PAIRS=3 timeout ${CHECK_S:-120} build-sm90dev/prefill_dev_sec check >"$OUT/check3.log" 2>&1
 echo "check, sections of 3 pairs: rc=$? $(grep -c FAIL "$OUT/check3.log") FAIL lines; $(tail -1 "$OUT/check3.log")" >>"$S"
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
+(cd "$OUT" && tar czf "$PACK/s21b.tgz" .)
+cp "$S" "$PACK/s21b_summary.txt"
+if [ $(($(date +%s) - t0)) -lt "${SASS_BEFORE:-400}" ] && command -v cuobjdump >/dev/null; then
+  mkdir -p /tmp/s21b_cubin
+  (cd /tmp/s21b_cubin && cuobjdump -xelf all "$root/build-sm90dev/prefill_dev_trsec3" >/dev/null 2>&1)
+  for c in /tmp/s21b_cubin/*sm_90a*.cubin; do
+    [ -f "$c" ] || continue
+    if nvdisasm -g -c "$c" 2>/dev/null | grep -q attn_sm90_ws; then
+      nvdisasm -g -c "$c" 2>/dev/null | gzip -9 >"$PACK/sass_trsec3_ws.gz"
+      break
+    fi
+  done
+  ls -la "$PACK" >>"$PACK/s21b_summary.txt"
+fi
 cat "$S"
