@@ -18,7 +18,9 @@
 # 2. trsec3's stamps at 16 x 512 with the default and with 33 pairs.
 # 3. The dev driver's checks with 3 pairs a section (many sections, the last
 #    one shorter where the pairs are not a multiple of 3).
-# 4. The SASS of trsec3's warp-specialised kernels with line numbers
+# 4. Nsight Compute's stall samples by SASS line at 16 x 512 and E4M3
+#    8 x 2048 (scripts/prefill_prof.sh), while the clock allows.
+# 5. The SASS of trsec3's warp-specialised kernels with line numbers
 #    (cuobjdump and nvdisasm are on the device machine, not here), for the
 #    epilogue's row sums (stamps 6 to 10: about 870 cycles where their
 #    instructions need 150-200).
@@ -66,6 +68,17 @@ for t in "$OUT"/trace/*.prefill "$OUT"/trace/*.fmha; do
 done
 PAGECHECK_WS_SECTION_PAIRS=3 timeout ${CHECK_S:-120} build-sm90dev/prefill_dev_sec check >"$OUT/check3.log" 2>&1
 echo "check, sections of 3 pairs: rc=$? $(grep -c FAIL "$OUT/check3.log") FAIL lines; $(tail -1 "$OUT/check3.log")" >>"$S"
+# 4. Nsight Compute's stall samples by SASS line (scripts/prefill_prof.sh)
+#    of the default sections at 16 x 512 (what the epilogue waits on) and
+#    of E4M3 at 8 x 2048 (0.88 of BF16 after sts), while the clock allows.
+for shape in "16 512 16" "8 2048 16 e4m3"; do
+  [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-330}" ] || break
+  OUT=$OUT/prof timeout 150 scripts/prefill_prof.sh sec "$shape" >/dev/null 2>&1
+  echo "prof $shape rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+done
+for f in "$OUT"/prof/stalls_*.txt; do
+  [ -f "$f" ] && { echo "== $(basename "$f")"; head -40 "$f"; } >>"$S"
+done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 (cd "$OUT" && tar czf "$PACK/s21b.tgz" .)
 cp "$S" "$PACK/s21b_summary.txt"
