@@ -42,7 +42,7 @@ for n in sec trsec3 secw4; do
 done
 for round in 1 2; do
   for n in ${NS:-default w4 33 16 9 64}; do
-    [ $(($(date +%s) - t0)) -lt "${BUDGET:-300}" ] || break
+    [ $(($(date +%s) - t0)) -lt "${BUDGET:-200}" ] || break
     if [ "$n" = default ]; then
       timeout 60 build-sm90dev/prefill_dev_sec quick >"$OUT/quick_${n}_$round.log" 2>&1
     elif [ "$n" = w4 ]; then
@@ -72,7 +72,7 @@ echo "check, sections of 3 pairs: rc=$? $(grep -c FAIL "$OUT/check3.log") FAIL l
 #    of the default sections at 16 x 512 (what the epilogue waits on) and
 #    of E4M3 at 8 x 2048 (0.88 of BF16 after sts), while the clock allows.
 for shape in "16 512 16" "8 2048 16 e4m3"; do
-  [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-330}" ] || break
+  [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-420}" ] || break
   OUT=$OUT/prof timeout 150 scripts/prefill_prof.sh sec "$shape" >/dev/null 2>&1
   echo "prof $shape rc=$? at $(($(date +%s) - t0)) s" >>"$S"
 done
@@ -82,7 +82,7 @@ done
 echo "done at $(($(date +%s) - t0)) s" >>"$S"
 (cd "$OUT" && tar czf "$PACK/s21b.tgz" .)
 cp "$S" "$PACK/s21b_summary.txt"
-if [ $(($(date +%s) - t0)) -lt "${SASS_BEFORE:-400}" ] && command -v cuobjdump >/dev/null; then
+if [ $(($(date +%s) - t0)) -lt "${SASS_BEFORE:-520}" ] && command -v cuobjdump >/dev/null; then
   mkdir -p /tmp/s21b_cubin
   (cd /tmp/s21b_cubin && cuobjdump -xelf all "$root/build-sm90dev/prefill_dev_trsec3" >/dev/null 2>&1)
   for c in /tmp/s21b_cubin/*sm_90a*.cubin; do
