@@ -1786,9 +1786,9 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     // pairs instead of 100; heaviest first within a section keeps each
     // CTA's tiles mixed there).
     if (p.a.tiles_per_seq > 0) {
-      const std::int64_t waves = (PAGECHECK_WS_SECTION_WAVES * static_cast<std::int64_t>(sm_count()) +
-                                  p.a.tiles_per_seq - 1) / p.a.tiles_per_seq;
-      if (waves < per_section) per_section = waves < 1 ? 1 : waves;
+      const std::int64_t cap = (PAGECHECK_WS_SECTION_WAVES * static_cast<std::int64_t>(sm_count()) +
+                                p.a.tiles_per_seq - 1) / p.a.tiles_per_seq;  // pairs whose work tiles fill the waves
+      if (cap < per_section) per_section = cap < 1 ? 1 : cap;
     }
 #endif
 #if PAGECHECK_WS_SECTION_ENV
