@@ -91,6 +91,7 @@
 #include "common/tensor_map.cuh"
 #include "prefill/sm90_primitives.cuh"
 #include "prefill/wgmma_tile.cuh"
+#include "pagecheck/work_order.hpp"
 
 // FP8 caches in the warp-specialised kernel widen to BF16 operands (0),
 // to F16 for both GEMMs (1: Q rounded to F16 by the consumers), or to BF16
@@ -443,22 +444,14 @@ struct WsParams {
   CUtensorMap query_map;  // (dim, q head, token) over the query, boxes of 64 dims x group heads x 128 / group tokens
   CUtensorMap out_map;    // the same over the output, boxes of 16 / group tokens (o_tma)
   AttnParams a;
-  std::int64_t num_work = 0;        // tiles_per_seq * num_seqs * kv_heads work tiles, heaviest first
+  // Work index w's (sequence, KV head, query tile), heaviest first in
+  // sections of pairs whose K/V fit in L2 (pagecheck/work_order.hpp).
+  WorkOrder order;
   std::int32_t box_rows = 0;        // slots per tensor-copy box: min(block_size, 128), 128 contiguous
   std::int32_t boxes_per_tile = 0;  // kBlockN / box_rows
   std::int32_t head_inner = 0;      // the maps order (dim, head, slot, block): head stride < slot stride
-  // Work order: (sequence, KV head) pairs in sections of this many, whose
-  // K/V fit in L2 together; heaviest query tiles first inside a section.
-  std::int32_t pairs_per_section = 1;
-  // Work tiles, pairs and a section's tiles all under 2^31: decode_work
-  // divides in 32 bits.
-  std::int32_t work32 = 0;
-  // work32's divisors, fixed for the launch (fast_div: a multiply-high and
-  // shifts instead of ~20 instructions each): work tiles per section, pairs
-  // per section (all sections but the last, and the last), sequences; and
-  // the GQA group for the epilogue's rows.
-  FastDiv div_section, div_pair, div_pair_last, div_seqs, div_group;
-  std::uint32_t last_section = 0;
+  // The GQA group, for the epilogue's rows.
+  FastDiv div_group;
   // The producer copies Q (query in the operand type, group divides 128, no
   // split query); otherwise the consumers load and convert it.
   std::int32_t q_tma = 0;
@@ -479,15 +472,10 @@ struct Work : QueryTile {
   int tile_first = 0, num_tiles = 0;
 };
 
-// Work index w: section w / (pairs_per_section * tiles_per_seq); inside
-// it, query tile tiles_per_seq - 1 - local / n (heaviest first) of pair
-// first_pair + local % n, pair = kv_head * num_seqs + seq. False when the
-// tile holds no query row of its sequence.
-// With fewer than 2^31 work tiles (work32) the divisions are 32-bit: a
-// 64-bit one is a called subroutine of about 70 instructions, and three of
-// them sat between every two work tiles of the consumers.
-// Work index w's (sequence, KV head, query tile) and its sequence's values
-// (loads issued, not waited for: finish_work uses them).
+// Work index w's (sequence, KV head, query tile) by the launch's work order
+// (pagecheck/work_order.hpp), and its sequence's values (loads issued, not
+// waited for: finish_work uses them; false there when the tile holds no
+// query row of its sequence).
 struct WorkAhead {
   std::int64_t w = 0, seq = 0;
   int kv_head = 0, tile = 0;
@@ -496,41 +484,14 @@ struct WorkAhead {
 
 template <int kBlockM, int kBlockN>
 __device__ __forceinline__ WorkAhead fetch_work(const WsParams& wp, std::int64_t w) {
-  const AttnParams& p = wp.a;
   WorkAhead a;
   a.w = w;
-  if (w >= wp.num_work) return a;
-  std::int64_t seq;
-  int kv_head, tile;
-  if (wp.work32) {
-    const std::uint32_t w32 = static_cast<std::uint32_t>(w);
-    const std::uint32_t section = fast_div(w32, wp.div_section);
-    const std::uint32_t first_pair = section * wp.div_pair.divisor;
-    const FastDiv& n = section == wp.last_section ? wp.div_pair_last : wp.div_pair;  // pairs in this section
-    const std::uint32_t local = w32 - section * wp.div_section.divisor;
-    const std::uint32_t quot = fast_div(local, n);
-    const std::uint32_t pair = first_pair + (local - quot * n.divisor);
-    tile = p.tiles_per_seq - 1 - static_cast<int>(quot);
-    const std::uint32_t head = fast_div(pair, wp.div_seqs);
-    seq = pair - head * wp.div_seqs.divisor;
-    kv_head = static_cast<int>(head);
-  } else {
-    const std::int64_t num_seqs = p.view.kv.num_seqs;
-    const std::int64_t pairs = num_seqs * p.view.kv.kv_heads;
-    const std::int64_t per_section = static_cast<std::int64_t>(wp.pairs_per_section) * p.tiles_per_seq;
-    const std::int64_t section = w / per_section;
-    const std::int64_t first_pair = section * wp.pairs_per_section;
-    const std::int64_t n = min(static_cast<std::int64_t>(wp.pairs_per_section), pairs - first_pair);
-    const std::int64_t local = w - section * per_section;
-    const std::int64_t pair = first_pair + local % n;
-    tile = p.tiles_per_seq - 1 - static_cast<int>(local / n);
-    seq = pair % num_seqs;
-    kv_head = static_cast<int>(pair / num_seqs);
-  }
-  a.seq = seq;
-  a.kv_head = kv_head;
-  a.tile = tile;
-  a.ld = query_tile_loads(p, seq);
+  if (w >= wp.order.num_work) return a;
+  const WorkTile t = work_tile(wp.order, w);
+  a.seq = t.seq;
+  a.kv_head = t.kv_head;
+  a.tile = t.tile;
+  a.ld = query_tile_loads(wp.a, t.seq);
   return a;
 }
 
@@ -1013,7 +974,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         --npend;
       }
     };
-    for (std::int64_t w = blockIdx.x; w < p.num_work; w += gridDim.x) {
+    for (std::int64_t w = blockIdx.x; w < p.order.num_work; w += gridDim.x) {
       Work k;
       if (!decode_work<kBlockM, kBlockN>(p, w, k)) continue;
       if (p.q_tma && warp == kProducerWarp) {
@@ -1216,7 +1177,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   float sacc[T::kSFloats];
   Work next;
   bool pre = false;
-  while (ahead.w < p.num_work) {
+  while (ahead.w < p.order.num_work) {
     Work k;
     WS_TRACE(0);
 #if PAGECHECK_WS_TRACE == 5
@@ -1488,7 +1449,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         WS_TRACE_EARLY(11);
         if constexpr (T::kEarlyS) {
           early = p.o_tma && p.q_tma && k.num_tiles >= 2 && k.row0 + kBlockM <= k.rows_total &&
-                  ahead.w < p.num_work && finish_work<kBlockM, kBlockN>(p, ahead, next) && next.num_tiles > 0;
+                  ahead.w < p.order.num_work && finish_work<kBlockM, kBlockN>(p, ahead, next) && next.num_tiles > 0;
           early = __all_sync(0xffffffffu, early);  // uniform by construction; the vote says so to ptxas
           WS_TRACE_EARLY(12);
           // Made here whether or not S_0 comes early (the epilogue makes them
@@ -1730,8 +1691,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   if constexpr (T::kFp8K) p.a.split_query = 0;  // the consumers split the query into its E4M3 parts
   const std::int64_t rows = static_cast<std::int64_t>(view.max_q_len) * a.group;
   p.a.tiles_per_seq = static_cast<std::int32_t>((rows + T::kBlockM - 1) / T::kBlockM);
-  p.num_work = static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads;
-  if (p.num_work == 0) return {};
+  if (static_cast<std::int64_t>(p.a.tiles_per_seq) * view.kv.num_seqs * view.kv.kv_heads == 0) return {};  // no work
   p.div_group = fast_divisor(static_cast<std::uint32_t>(a.group));
   if constexpr (T::CONTIG) {
     p.box_rows = T::kBlockN;
@@ -1774,41 +1734,22 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     const std::int64_t pair_bytes = capacity * (T::DK + T::DV) * 2;
     // H200, 8 x 2048 (64 pairs of 1 MB): fmha 486 TFLOP/s in sections of
     // 25 pairs against 457 in one section (heaviest first over all pairs).
-    std::int64_t per_section = pairs;
-    if (pair_bytes > 0) {
-      const std::int64_t fit = l2_bytes() / 2 / pair_bytes;
-      per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
-    }
-#if PAGECHECK_WS_SECTION_WAVES > 0
-    // Candidate rule (session 21, unmeasured): at most enough pairs for
-    // PAGECHECK_WS_SECTION_WAVES waves of work tiles, so that the first
-    // wave reads the K/V of fewer pairs at once (16 x 512 on 132 SMs: 33
-    // pairs instead of 100; heaviest first within a section keeps each
-    // CTA's tiles mixed there).
-    if (p.a.tiles_per_seq > 0) {
-      const std::int64_t cap = (PAGECHECK_WS_SECTION_WAVES * static_cast<std::int64_t>(sm_count()) +
-                                p.a.tiles_per_seq - 1) / p.a.tiles_per_seq;  // pairs whose work tiles fill the waves
-      if (cap < per_section) per_section = cap < 1 ? 1 : cap;
-    }
-#endif
+    // PAGECHECK_WS_SECTION_WAVES > 0 (a developer build; session 21's
+    // candidate rule, unmeasured): also at most the pairs whose work tiles
+    // fill that many waves, so that the first wave reads the K/V of fewer
+    // pairs at once (16 x 512 on 132 SMs: 33 pairs instead of 100;
+    // heaviest first within a section keeps each CTA's tiles mixed there).
+    std::int64_t per_section = section_pairs(pairs, pair_bytes, l2_bytes(), p.a.tiles_per_seq, sm_count(),
+                                             PAGECHECK_WS_SECTION_WAVES);
 #if PAGECHECK_WS_SECTION_ENV
     // Developer knob (session 21): PAGECHECK_WS_SECTION_PAIRS=N sections
     // of N pairs, to time how much K/V the first wave of work tiles reads.
     if (const char* e = std::getenv("PAGECHECK_WS_SECTION_PAIRS")) {
       const long long v = std::strtoll(e, nullptr, 10);
-      if (v > 0) per_section = v < pairs ? v : pairs;
+      if (v > 0) per_section = v;
     }
 #endif
-    p.pairs_per_section = static_cast<std::int32_t>(per_section);
-    p.work32 = p.num_work < INT_MAX && pairs < INT_MAX && per_section * p.a.tiles_per_seq < INT_MAX;
-    if (p.work32 && pairs > 0) {
-      const std::int64_t sections = (pairs + per_section - 1) / per_section;
-      p.last_section = static_cast<std::uint32_t>(sections - 1);
-      p.div_section = fast_divisor(static_cast<std::uint32_t>(per_section * p.a.tiles_per_seq));
-      p.div_pair = fast_divisor(static_cast<std::uint32_t>(per_section));
-      p.div_pair_last = fast_divisor(static_cast<std::uint32_t>(pairs - (sections - 1) * per_section));
-      p.div_seqs = fast_divisor(static_cast<std::uint32_t>(view.kv.num_seqs));
-    }
+    p.order = make_work_order(view.kv.num_seqs, view.kv.kv_heads, p.a.tiles_per_seq, per_section);
   }
   {
     const DType operand = T::kF16K ? DType::F16 : DType::BF16;
@@ -1832,7 +1773,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
                                         view.num_tokens, group, 16 / group, CU_TENSOR_MAP_L2_PROMOTION_NONE))
       p.o_tma = 0;  // the consumers store it
   }
-  const std::int64_t ctas = p.num_work < sm_count() ? p.num_work : sm_count();
+  const std::int64_t ctas = p.order.num_work < sm_count() ? p.order.num_work : sm_count();
   const int smem = T::kSmemBytes;
   CUDA_TRY(cudaFuncSetAttribute(attn_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 #if PAGECHECK_WS_TRACE
