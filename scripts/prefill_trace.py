@@ -53,6 +53,13 @@ def load(path):
     return recs
 
 
+def phases_of(items, i):
+    """The eight phases (NAMES) of work tile i of one warpgroup's sorted
+    stamps, the last one up to work tile i + 1's start."""
+    t = items[i][1]
+    return [t[j + 1] - t[j] for j in range(7)] + [items[i + 1][1][0] - t[7]]
+
+
 def report_by_item(path, first=16):
     """Mean phases of each CTA's k-th work tile (k = the stamp's item), so
     that a CTA's first work tile, whose loads meet every other CTA's first,
@@ -64,9 +71,8 @@ def report_by_item(path, first=16):
         for i, (item, t, tiles, _, extra, mode) in enumerate(items[:-1]):
             if tiles == 0 or min(t) == 0 or item >= first:
                 continue
-            phases = [t[j + 1] - t[j] for j in range(7)] + [items[i + 1][1][0] - t[7]]
             acc = by_item[item]
-            for j, d in enumerate(phases):
+            for j, d in enumerate(phases_of(items, i)):
                 acc[j] += d
             acc[8] += tiles
             acc[9] += 1
@@ -116,10 +122,8 @@ def report(path):
                 for j in range(5):
                     loop[j] += sums[j]
                 steady += tiles - 1
-            t_next = items[i + 1][1][0]
-            phases = [t[j + 1] - t[j] for j in range(7)] + [t_next - t[7]]
             acc = by_tiles[tiles]
-            for j, d in enumerate(phases):
+            for j, d in enumerate(phases_of(items, i)):
                 acc[j] += d
             acc[8] += 1
     print(path)
