@@ -101,10 +101,17 @@ TEST_CASE("work order: pairs a section by L2, and the waves cap") {
   CHECK(section_pairs(128, kb512, l2, 16, 132, 0) == 100);
   CHECK(section_pairs(64, kb2048, l2, 64, 132, 0) == 25);
   CHECK(section_pairs(8, kb8192, l2, 256, 132, 0) == 6);
-  // The cap of four waves: ceil(4 x 132 / tiles a pair).
+  // The cap of four waves: ceil(4 x 132 / tiles a pair), never below one
+  // pair per 22 CTAs (6 on 132): 1 x 8192's cap of 3 rises to 6, which L2
+  // allows too.
   CHECK(section_pairs(128, kb512, l2, 16, 132, 4) == 33);
   CHECK(section_pairs(64, kb2048, l2, 64, 132, 4) == 9);
-  CHECK(section_pairs(8, kb8192, l2, 256, 132, 4) == 3);
+  CHECK(section_pairs(8, kb8192, l2, 256, 132, 4) == 6);
+  // Where L2 would take more pairs than the floor: the floor, not the cap.
+  CHECK(section_pairs(32, kb8192, 1LL << 30, 256, 132, 4) == 6);
+  CHECK(section_pairs(32, kb8192, 1LL << 30, 256, 132, 0) == 32);
+  // The floor follows the CTAs: 78 SMs take ceil(78 / 22) = 4.
+  CHECK(section_pairs(32, kb8192, 1LL << 30, 256, 78, 4) == 4);
   // The cap only lowers: few pairs, or pairs above half of L2 each.
   CHECK(section_pairs(4, kb512, l2, 16, 132, 4) == 4);
   CHECK(section_pairs(8, 64LL << 20, l2, 4, 132, 4) == 1);

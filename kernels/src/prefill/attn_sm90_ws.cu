@@ -76,7 +76,7 @@
 #include <string>
 #include <type_traits>
 #ifndef PAGECHECK_WS_SECTION_WAVES
-#define PAGECHECK_WS_SECTION_WAVES 0  // sections sized by L2 alone (a developer build may cap them by waves)
+#define PAGECHECK_WS_SECTION_WAVES 4  // sections also capped at four waves of work tiles (0: by L2 alone)
 #endif
 #ifndef PAGECHECK_WS_TRACE
 #define PAGECHECK_WS_TRACE 0  // clock stamps off (the developer builds below set 1-5)
@@ -228,6 +228,41 @@
 // (block 16), 361 against 338 at block 64: kept.
 #ifndef PAGECHECK_WS_D64_WGS
 #define PAGECHECK_WS_D64_WGS 3
+#endif
+// Developer knobs for the instruction-fetch experiment (session 22; never
+// in a product build): Nsight Compute put a third of the epilogue's stall
+// samples on "no instruction" (FMHA, 16 x 512: 822 of 2534; 6.7% of all the
+// kernel's samples), most where the consumers jump from the key-tile loop
+// into the epilogue's first fragment, which sits past the softcap copy of
+// that loop (about 3700 instructions, 60 KB, never run at the bench shapes)
+// and is broken up by the cold output paths (float outputs, rows that do not
+// fill a tensor copy). PAGECHECK_WS_LEAN_SOFTCAP=1 drops the softcap copy
+// and PAGECHECK_WS_LEAN_EPI=1 the cold output paths, so that an A/B of
+// `prefill_dev quick` (BF16 outputs, whole tiles, no softcap) times what
+// the code layout costs. Such a build gives WRONG results wherever a case
+// needs what it dropped (it runs the kept path instead): never check with
+// it. (A trap in their place made ptxas serialise the wgmma, C7512/C7520.)
+#ifndef PAGECHECK_WS_LEAN_SOFTCAP
+#define PAGECHECK_WS_LEAN_SOFTCAP 0
+#endif
+#ifndef PAGECHECK_WS_LEAN_EPI
+#define PAGECHECK_WS_LEAN_EPI 0
+#endif
+// The row sums, scales and LSEs without branches (1; 0, the default until
+// measured): the profile of session 22 (FMHA, 16 x 512) put 368 of the
+// 1006 samples of the epilogue's first two runs of code on "no
+// instruction", at the loop's exit and at the targets of row_stats' jumps
+// (over the sinks' code, around __fdividef's range checks).
+// add_sink_row_flat and one rcp.approx instead.
+#ifndef PAGECHECK_WS_FLAT_STATS
+#define PAGECHECK_WS_FLAT_STATS 0
+#endif
+// The softcap's tanh by one ex2 and one rcp (tanh_ex2 in
+// prefill_common.cuh; 1) or tanhf (0, the default until measured): the
+// softcap copy of the key-tile loop is about 3700 instructions, two
+// thirds of them tanhf, and it sits between the loop and the epilogue.
+#ifndef PAGECHECK_WS_FAST_TANH
+#define PAGECHECK_WS_FAST_TANH 0
 #endif
 
 namespace pagecheck::gpu::attn {
@@ -1270,8 +1305,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       const float row_mul[2] = {p.a.logit_mul * q_inv[0], p.a.logit_mul * q_inv[1]};
       if constexpr (kSoftcap) {
 #pragma unroll
-        for (int e = 0; e < T::kSFloats; ++e)
-          sacc[e] = p.a.softcap_out * tanhf(sacc[e] * (T::kFp8K ? row_mul[(e >> 1) & 1] : p.a.logit_mul));
+        for (int e = 0; e < T::kSFloats; ++e) {
+          const float x = sacc[e] * (T::kFp8K ? row_mul[(e >> 1) & 1] : p.a.logit_mul);
+          sacc[e] = p.a.softcap_out * (PAGECHECK_WS_FAST_TANH ? tanh_ex2(x) : tanhf(x));
+        }
       }
       const int n0 = kt * kBlockN;
       const bool need_mask = k.needs_mask<kBlockN>(n0, causal, window);
@@ -1305,12 +1342,20 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         float sum = row_sum(l[h]), m_row = m[h];
         const int row = k.row0 + wg_row + g + 8 * h;
         const int head = k.kv_head * group + (row - static_cast<int>(fast_div(static_cast<std::uint32_t>(row), p.div_group)) * group);
-        const float keep = add_sink_row(view.sinks, head, m_row, sum);
         // Approximate division and log2 (sum >= 1: the row's largest term is
         // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
         // their slow paths (clock stamps, session 8).
-        inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
-        lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
+        if constexpr (PAGECHECK_WS_FLAT_STATS) {
+          const float keep = add_sink_row_flat(view.sinks, head, m_row, sum);
+          const bool any = sum > 0.f;
+          const float r = fast_rcp(any ? sum : 1.f);
+          inv[h] = any ? p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f) * r : 0.f;
+          lse[h] = any ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
+        } else {
+          const float keep = add_sink_row(view.sinks, head, m_row, sum);
+          inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
+          lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
+        }
       }
     };
 
@@ -1514,7 +1559,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
       count += k.num_tiles;
     };
     if (k.num_tiles > 0) {
-      if (has_softcap)
+      if (has_softcap && !PAGECHECK_WS_LEAN_SOFTCAP)
         run_tiles(std::true_type{});
       else
         run_tiles(std::false_type{});
@@ -1538,13 +1583,13 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     if (!(T::kEarlyS && early)) row_stats();
     WS_TRACE_EPI(10);
     const DType odt = view.output_dtype;
-    if (odt == DType::BF16 || odt == DType::F16) {
+    if (PAGECHECK_WS_LEAN_EPI || odt == DType::BF16 || odt == DType::F16) {
       finish_out_store();  // a work tile without key tiles came between
       stage_rows();
       // (A vote, so that ptxas knows the branch is uniform: with a divergent
       // one here, or a release by some warps alone, it serialised every
       // wgmma of the kernel, C7520.)
-      if (__all_sync(0xffffffffu, p.o_tma && k.row0 + wg_row + 16 <= k.rows_total)) {
+      if (PAGECHECK_WS_LEAN_EPI || __all_sync(0xffffffffu, p.o_tma && k.row0 + wg_row + 16 <= k.rows_total)) {
         // The warp's rows are whole tokens' groups of query heads: two
         // tensor copies (column halves) of 16 / group tokens from lane 0,
         // after every lane's proxy fence.
@@ -1734,11 +1779,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
     const std::int64_t pair_bytes = capacity * (T::DK + T::DV) * 2;
     // H200, 8 x 2048 (64 pairs of 1 MB): fmha 486 TFLOP/s in sections of
     // 25 pairs against 457 in one section (heaviest first over all pairs).
-    // PAGECHECK_WS_SECTION_WAVES > 0 (a developer build; session 21's
-    // candidate rule, unmeasured): also at most the pairs whose work tiles
-    // fill that many waves, so that the first wave reads the K/V of fewer
-    // pairs at once (16 x 512 on 132 SMs: 33 pairs instead of 100;
-    // heaviest first within a section keeps each CTA's tiles mixed there).
+    // And at most the pairs whose work tiles fill PAGECHECK_WS_SECTION_WAVES
+    // waves (4; session 22), so that the first wave reads the K/V of fewer
+    // pairs at once: 16 x 512 on 132 SMs takes 33 pairs instead of 100
+    // (+6.5%), 8 x 2048 9 instead of 25 (+2.8%); never below one pair per
+    // 22 CTAs, which keeps 1 x 8192 at 6 (work_order.hpp, section_pairs).
     std::int64_t per_section = section_pairs(pairs, pair_bytes, l2_bytes(), p.a.tiles_per_seq, sm_count(),
                                              PAGECHECK_WS_SECTION_WAVES);
 #if PAGECHECK_WS_SECTION_ENV

@@ -384,6 +384,42 @@ __device__ __forceinline__ float fast_log2(float x) {
   return y;
 }
 
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh x = 1 - 2 / (2^(2 x log2 e) + 1) with one ex2.approx and one
+// rcp.approx: an absolute error under 4e-7 (cancellation near 0 bounds it;
+// a softcap of 30 moves a logit by about 1e-5), saturating to +-1 through
+// inf and 0, in 5 instructions where tanhf takes about 16 and a branch
+// (attn_sm90_ws.cu's PAGECHECK_WS_FAST_TANH).
+__device__ __forceinline__ float tanh_ex2(float x) {
+  const float e = fast_exp2(x * 2.8853900817779268f);
+  return fmaf(-2.f, fast_rcp(e + 1.f), 1.f);
+}
+
+// add_sink_row without branches (attn_sm90_ws.cu's PAGECHECK_WS_FLAT_STATS):
+// the sink is -inf where there is none (or where add_sink_row ignores it:
+// -inf or NaN), so the row's max stays and its keep factor is 2^0 = 1; a
+// row with no key (m = -inf) keeps nothing of its (zero) sum. The same
+// values as add_sink_row up to exp2's approximation, with no jump for the
+// instruction fetch to follow.
+__device__ __forceinline__ float add_sink_row_flat(const float* sinks, int head, float& m, float& sum) {
+  float s2 = -INFINITY;
+  if (sinks != nullptr) {
+    const float v = sinks[head] * 1.4426950408889634f;
+    s2 = v > -INFINITY ? v : -INFINITY;
+  }
+  const float mx = fmaxf(m, s2);
+  const float keep = m == -INFINITY ? 0.f : fast_exp2(m - mx);
+  const float add = s2 == -INFINITY ? 0.f : fast_exp2(s2 - mx);
+  sum = sum * keep + add;
+  m = mx;
+  return keep;
+}
+
 // One query tile of the prefill kernels (this file's, attn_sm90.cu's and
 // attn_sm90_ws.cu's): rows row0 .. row0 + kBlockM - 1 of (sequence seq, KV
 // head kv_head), row r being token q_begin + r / group and query head

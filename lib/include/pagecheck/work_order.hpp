@@ -40,8 +40,17 @@ struct WorkTile {
 // Pairs per section: as many as have K/V (pair_bytes each, at the longest
 // sequence) within half of L2, at least 1. With waves > 0, also no more than
 // fill `waves` waves of work tiles on `ctas` CTAs, so that the first wave
-// reads the K/V of fewer pairs at once (a developer build's candidate rule,
-// PAGECHECK_WS_SECTION_WAVES; session 21).
+// reads the K/V of fewer pairs at once; but that cap never goes below one
+// pair per kMinCtasPerPair CTAs. Session 22 (H100, prefill_dev quick): the
+// cap of four waves took 16 x 512 from 290 to 309 TFLOP/s (33 pairs
+// instead of 100) and 8 x 2048 from 509 to 523 (9 instead of 25), and lost
+// 2.2% at 1 x 8192 with 3 pairs instead of 6. CTA b takes work tiles b,
+// b + ctas, ..., heaviest first inside a section, so the fewer the pairs,
+// the more weight levels of causal work one wave spans (3 pairs of 256
+// query tiles: 44 levels) and the more the first CTAs, which take the
+// heaviest tile of each wave, carry. 6 pairs (22 levels) measured as fast as
+// 8, hence the floor of one pair per 22 CTAs.
+inline constexpr std::int64_t kMinCtasPerPair = 22;
 inline std::int64_t section_pairs(std::int64_t pairs, std::int64_t pair_bytes, std::int64_t l2_bytes,
                                   std::int64_t tiles_per_seq, std::int64_t ctas, int waves) {
   std::int64_t per_section = pairs;
@@ -50,7 +59,9 @@ inline std::int64_t section_pairs(std::int64_t pairs, std::int64_t pair_bytes, s
     per_section = fit < 1 ? 1 : (fit < pairs ? fit : pairs);
   }
   if (waves > 0 && tiles_per_seq > 0) {
-    const std::int64_t cap = (waves * ctas + tiles_per_seq - 1) / tiles_per_seq;  // pairs whose tiles fill the waves
+    std::int64_t cap = (waves * ctas + tiles_per_seq - 1) / tiles_per_seq;  // pairs whose tiles fill the waves
+    const std::int64_t least = (ctas + kMinCtasPerPair - 1) / kMinCtasPerPair;
+    if (cap < least) cap = least;
     if (cap < per_section) per_section = cap < 1 ? 1 : cap;
   }
   return per_section;

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Session 22's layout experiment (issue 24): what the cold code between
+# the key-tile loop and the epilogue costs. Nsight Compute (session 22,
+# 16 x 512) put a third of the epilogue's stall samples on "no
+# instruction"; the softcap copy of the loop and the cold output paths sit
+# between and inside the hot code. Developer knobs (attn_sm90_ws.cu) drop
+# them, trapping where a case needs them, so only `prefill_dev quick`
+# (BF16, whole tiles, no softcap) runs on them:
+#   here:  scripts/build_prefill_dev.sh s22base
+#          scripts/build_prefill_dev.sh s22lean -DPAGECHECK_WS_LEAN_SOFTCAP=1 -DPAGECHECK_WS_LEAN_EPI=1
+#          scripts/build_prefill_dev.sh s22ls -DPAGECHECK_WS_LEAN_SOFTCAP=1
+#          scripts/build_prefill_dev.sh s22le -DPAGECHECK_WS_LEAN_EPI=1
+#          scripts/build_prefill_dev.sh s22flat -DPAGECHECK_WS_FLAT_STATS=1
+#          scripts/build_prefill_dev.sh s22tanh -DPAGECHECK_WS_FAST_TANH=1
+#          scripts/build_prefill_dev.sh s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1
+#          for n in s22base s22flat s22tanh s22cand s22lean s22ls s22le; do
+#            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
+# The lean builds give wrong results wherever a case needs what they
+# dropped, so they only time. s22flat (the row statistics without jumps)
+# and s22tanh (the softcap's tanh by ex2 and rcp) are product candidates,
+# s22cand both: the dev checks run on s22cand (softcap cases included).
+# 1. `prefill_dev quick` for each build, two interleaved rounds (round 2
+#    as the budget allows).
+# 2. `prefill_dev check` on s22cand.
+# 3. Nsight Compute's stall samples by SASS line at 16 x 512 for s22base
+#    and s22lean (scripts/prefill_prof.sh), while the clock allows.
+# 4. The SASS of both (cuobjdump and nvdisasm are on the device machine),
+#    for where the epilogue lands.
+# Logs in $OUT, packed into $PACK/s22.tgz (the device returns 8 files at
+# most); the summary beside it.
+set -u
+cd "$(dirname "$0")/.."
+OUT=${OUT:-s22out}
+PACK=${PACK:-.}
+root=$(pwd)
+export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
+mkdir -p "$OUT" build-sm90dev
+t0=$(date +%s)
+(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s22_partial.tgz" .) &
+disown $!  # no `wait` may wait for it
+S=$OUT/summary.txt
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
+NS=${NS:-s22base s22flat s22tanh s22cand s22lean s22ls s22le}
+for n in $NS; do
+  [ -f "build-ab/prefill_dev_$n.gz" ] || { echo "missing build-ab/prefill_dev_$n.gz" >>"$S"; continue; }
+  gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
+done
+for round in 1 2; do
+  for n in $NS; do
+    [ -x "build-sm90dev/prefill_dev_$n" ] || continue
+    [ $(($(date +%s) - t0)) -lt "${BUDGET:-330}" ] || break
+    timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
+    { echo "== quick $n, round $round (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/quick_${n}_$round.log"; } >>"$S"
+  done
+done
+if [ -x build-sm90dev/prefill_dev_s22cand ]; then
+  timeout "${CHECK_S:-120}" build-sm90dev/prefill_dev_s22cand check >"$OUT/check_cand.log" 2>&1
+  echo "check s22cand: rc=$? $(grep -c FAIL "$OUT/check_cand.log") FAIL lines; $(tail -1 "$OUT/check_cand.log")" >>"$S"
+fi
+for n in ${PROF:-s22base s22lean}; do
+  [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-440}" ] || break
+  OUT=$OUT/prof_$n timeout 150 scripts/prefill_prof.sh "$n" "16 512 16" >/dev/null 2>&1
+  echo "prof $n rc=$? at $(($(date +%s) - t0)) s" >>"$S"
+  for f in "$OUT"/prof_"$n"/stalls_*.txt; do
+    [ -f "$f" ] && { echo "== $n $(basename "$f")"; grep -E "^consumers|^producer|^total" "$f"; } >>"$S"
+  done
+done
+echo "done at $(($(date +%s) - t0)) s" >>"$S"
+(cd "$OUT" && tar czf "$PACK/s22.tgz" .)
+cp "$S" "$PACK/s22_summary.txt"
+for n in ${SASS:-s22base s22lean}; do
+  [ $(($(date +%s) - t0)) -lt "${SASS_BEFORE:-540}" ] && command -v cuobjdump >/dev/null || break
+  rm -rf "/tmp/s22_cubin_$n" && mkdir -p "/tmp/s22_cubin_$n"
+  (cd "/tmp/s22_cubin_$n" && cuobjdump -xelf all "$root/build-sm90dev/prefill_dev_$n" >/dev/null 2>&1)
+  for c in /tmp/s22_cubin_"$n"/*sm_90a*.cubin; do
+    [ -f "$c" ] || continue
+    if nvdisasm -g -c "$c" 2>/dev/null | grep -q attn_ws_kernel; then
+      nvdisasm -g -c "$c" 2>/dev/null | gzip -9 >"$PACK/sass_$n.gz"
+      break
+    fi
+  done
+done
+ls -la "$PACK" >>"$PACK/s22_summary.txt"
+cat "$S"
