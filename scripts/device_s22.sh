@@ -13,16 +13,18 @@
 #          scripts/build_prefill_dev.sh s22flat -DPAGECHECK_WS_FLAT_STATS=1
 #          scripts/build_prefill_dev.sh s22tanh -DPAGECHECK_WS_FAST_TANH=1
 #          scripts/build_prefill_dev.sh s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1
-#          for n in s22base s22flat s22tanh s22cand s22lean s22ls s22le; do
+#          scripts/build_prefill_dev.sh s22sk -DPAGECHECK_WS_SOFTCAP_KERNEL=1
+#          for n in s22base s22flat s22tanh s22cand s22sk s22lean s22ls s22le; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
 # The lean builds give wrong results wherever a case needs what they
 # dropped, so they only time. s22flat (the row statistics without jumps)
 # and s22tanh (the softcap's tanh by ex2 and rcp) are product candidates,
-# s22cand both: the dev checks run on s22cand (softcap cases included).
-# 1. `prefill_dev quick` for each build, two interleaved rounds (round 2
-#    as the budget allows).
-# 2. `prefill_dev check` on s22cand.
+# s22cand both, and s22sk (softcap cases in kernels of their own, what
+# s22ls times in product form): the dev checks run on s22cand and s22sk
+# (softcap cases included).
+# 1. `prefill_dev quick` for each build in round 1, and for NS2 in round 2.
+# 2. `prefill_dev check` on s22cand and s22sk.
 # 3. Nsight Compute's stall samples by SASS line at 16 x 512 for s22base
 #    and s22lean (scripts/prefill_prof.sh), while the clock allows.
 # 4. The SASS of both (cuobjdump and nvdisasm are on the device machine),
@@ -41,23 +43,27 @@ t0=$(date +%s)
 disown $!  # no `wait` may wait for it
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
-NS=${NS:-s22base s22flat s22tanh s22cand s22lean s22ls s22le}
+NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22lean s22ls s22le}
+NS2=${NS2:-s22base s22flat s22sk s22lean}
 for n in $NS; do
   [ -f "build-ab/prefill_dev_$n.gz" ] || { echo "missing build-ab/prefill_dev_$n.gz" >>"$S"; continue; }
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
 for round in 1 2; do
-  for n in $NS; do
+  names=$NS
+  [ "$round" = 2 ] && names=$NS2
+  for n in $names; do
     [ -x "build-sm90dev/prefill_dev_$n" ] || continue
     [ $(($(date +%s) - t0)) -lt "${BUDGET:-330}" ] || break
     timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
     { echo "== quick $n, round $round (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/quick_${n}_$round.log"; } >>"$S"
   done
 done
-if [ -x build-sm90dev/prefill_dev_s22cand ]; then
-  timeout "${CHECK_S:-120}" build-sm90dev/prefill_dev_s22cand check >"$OUT/check_cand.log" 2>&1
-  echo "check s22cand: rc=$? $(grep -c FAIL "$OUT/check_cand.log") FAIL lines; $(tail -1 "$OUT/check_cand.log")" >>"$S"
-fi
+for n in s22cand s22sk; do
+  [ -x "build-sm90dev/prefill_dev_$n" ] || continue
+  timeout "${CHECK_S:-90}" "build-sm90dev/prefill_dev_$n" check >"$OUT/check_$n.log" 2>&1
+  echo "check $n: rc=$? $(grep -c FAIL "$OUT/check_$n.log") FAIL lines; $(tail -1 "$OUT/check_$n.log") ($(($(date +%s) - t0)) s)" >>"$S"
+done
 for n in ${PROF:-s22base s22lean}; do
   [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-440}" ] || break
   OUT=$OUT/prof_$n timeout 150 scripts/prefill_prof.sh "$n" "16 512 16" >/dev/null 2>&1

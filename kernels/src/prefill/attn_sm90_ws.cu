@@ -264,6 +264,15 @@
 #ifndef PAGECHECK_WS_FAST_TANH
 #define PAGECHECK_WS_FAST_TANH 0
 #endif
+// Softcap cases in a kernel of their own (1; 0, the default until
+// measured): each instantiation then holds one copy of the key-tile loop,
+// so the softcap copy no longer sits between the loop and the epilogue of
+// the kernels the bench shapes run. Twice the kernels of this file, but
+// not at head dim 64: with one copy of the loop there, ptxas serialised
+// its wgmma (C7520, all eight kernels).
+#ifndef PAGECHECK_WS_SOFTCAP_KERNEL
+#define PAGECHECK_WS_SOFTCAP_KERNEL 0
+#endif
 
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
@@ -308,6 +317,8 @@ struct WsTraits {
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // of the cache
   // Consumer warpgroups: two (three at head dim 64 where PAGECHECK_WS_D64_WGS says).
   static constexpr int kWGs = DK == 64 ? PAGECHECK_WS_D64_WGS : 2;
+  // Softcap cases in a kernel of their own (PAGECHECK_WS_SOFTCAP_KERNEL).
+  static constexpr bool kOwnSoftcapKernel = PAGECHECK_WS_SOFTCAP_KERNEL && DK != 64;
   static constexpr int kConsumerWarps = 4 * kWGs;       // arrivals on the empty barriers
   static constexpr int kThreads = 128 * (kWGs + 1);     // consumer warpgroups + the producer warpgroup
   static constexpr int kBlockM = 64 * kWGs;             // query rows per work tile, 64 per consumer warpgroup
@@ -874,7 +885,9 @@ __device__ __forceinline__ void split_q_fp8_parts(const float (&f)[8][8], int r,
   if (half == 0) st_shared32(row_scale + r * 4, static_cast<std::uint32_t>((127 - sh) << 23));
 }
 
-template <class T>
+// kSoftcapKernel: a softcap kernel of its own (PAGECHECK_WS_SOFTCAP_KERNEL);
+// otherwise one kernel holds both copies of the key-tile loop.
+template <class T, bool kSoftcapKernel = false>
 __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_constant__ WsParams p) {
 #ifdef PAGECHECK_SM90A_DEVICE
   constexpr int kBlockM = T::kBlockM, kBlockN = T::kBlockN, DK = T::DK;
@@ -1167,7 +1180,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
   const int wg_row = wg * 64 + warp_in_wg * 16;  // first row of this warp inside the tile
   const bool causal = view.causal;
   const std::int64_t window = view.window;
-  const bool has_softcap = p.a.softcap_out != 0.f;
+  const bool has_softcap = T::kOwnSoftcapKernel ? kSoftcapKernel : p.a.softcap_out != 0.f;
   const std::uint32_t q_lo_wg = q_lo_smem + wg * 64 * 128;
 
   const auto turn_sync = [&] { named_sync(kTurnBar + wg, 256); };
@@ -1820,7 +1833,11 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   }
   const std::int64_t ctas = p.order.num_work < sm_count() ? p.order.num_work : sm_count();
   const int smem = T::kSmemBytes;
-  CUDA_TRY(cudaFuncSetAttribute(attn_ws_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  void (*kernel)(WsParams) = attn_ws_kernel<T>;
+  if constexpr (T::kOwnSoftcapKernel) {
+    if (p.a.softcap_out != 0.f) kernel = attn_ws_kernel<T, true>;
+  }
+  CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 #if PAGECHECK_WS_TRACE
   void* trace = nullptr;
   CUDA_TRY(cudaGetSymbolAddress(&trace, g_ws_trace));
@@ -1831,7 +1848,7 @@ Status launch_ws(const AttnParams& a, cudaStream_t stream) {
   CUDA_TRY(cudaMemsetAsync(timeline, 0, sizeof(g_ws_timeline), stream));
 #endif
 #endif
-  attn_ws_kernel<T><<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(ctas), T::kThreads, smem, stream>>>(p);
   CUDA_TRY_LAUNCH();
 #if PAGECHECK_WS_TRACE
   // Each launch rewrites FILE.prefill (paged) or FILE.fmha: one line per
