@@ -16,6 +16,7 @@
 #          scripts/build_prefill_dev.sh s22sk -DPAGECHECK_WS_SOFTCAP_KERNEL=1
 #          for n in s22base s22flat s22tanh s22cand s22sk s22lean s22ls s22le; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
+#          scripts/build_decode_probe.sh && gzip -9 -c devbin/decode_probe >build-ab/decode_probe.gz
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
 # The lean builds give wrong results wherever a case needs what they
 # dropped, so they only time. s22flat (the row statistics without jumps)
@@ -25,6 +26,11 @@
 # (softcap cases included).
 # 1. `prefill_dev quick` for each build in round 1, and for NS2 in round 2.
 # 2. `prefill_dev check` on s22cand and s22sk.
+# 2b. (issue 18) `decode_probe roof`: this card's read ceilings, contiguous
+#    and paged, for the decode ratios of the product call that follows on
+#    the same machine (session 22's cuDNN read 3045 GB/s at 64 x 4096,
+#    2.8% above pagecheck's direct kernel, on a card whose ceiling that
+#    call did not measure).
 # 3. Nsight Compute's stall samples by SASS line at 16 x 512 for s22base
 #    and s22lean (scripts/prefill_prof.sh), while the clock allows.
 # 4. The SASS of both (cuobjdump and nvdisasm are on the device machine),
@@ -64,6 +70,11 @@ for n in s22cand s22sk; do
   timeout "${CHECK_S:-90}" "build-sm90dev/prefill_dev_$n" check >"$OUT/check_$n.log" 2>&1
   echo "check $n: rc=$? $(grep -c FAIL "$OUT/check_$n.log") FAIL lines; $(tail -1 "$OUT/check_$n.log") ($(($(date +%s) - t0)) s)" >>"$S"
 done
+if [ -f build-ab/decode_probe.gz ]; then
+  gunzip -c build-ab/decode_probe.gz >build-sm90dev/decode_probe && chmod +x build-sm90dev/decode_probe
+  timeout 90 build-sm90dev/decode_probe roof >"$OUT/roof.log" 2>&1
+  { echo "== decode_probe roof rc=$? ($(($(date +%s) - t0)) s)"; cat "$OUT/roof.log"; } >>"$S"
+fi
 for n in ${PROF:-s22base s22lean}; do
   [ $(($(date +%s) - t0)) -lt "${PROF_BEFORE:-440}" ] || break
   OUT=$OUT/prof_$n timeout 150 scripts/prefill_prof.sh "$n" "16 512 16" >/dev/null 2>&1
