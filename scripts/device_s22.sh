@@ -14,7 +14,8 @@
 #          scripts/build_prefill_dev.sh s22tanh -DPAGECHECK_WS_FAST_TANH=1
 #          scripts/build_prefill_dev.sh s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1
 #          scripts/build_prefill_dev.sh s22sk -DPAGECHECK_WS_SOFTCAP_KERNEL=1
-#          for n in s22base s22flat s22tanh s22cand s22sk s22lean s22ls s22le; do
+#          scripts/build_prefill_dev.sh s22desc -DPAGECHECK_WGMMA_DESC_ADD=1
+#          for n in s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh && gzip -9 -c devbin/decode_probe >build-ab/decode_probe.gz
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
@@ -22,10 +23,11 @@
 # dropped, so they only time. s22flat (the row statistics without jumps)
 # and s22tanh (the softcap's tanh by ex2 and rcp) are product candidates,
 # s22cand both, and s22sk (softcap cases in kernels of their own, what
-# s22ls times in product form): the dev checks run on s22cand and s22sk
-# (softcap cases included).
+# s22ls times in product form), and s22desc (the wgmma descriptors of the
+# k-steps by one add from a base, wgmma_tile.cuh): the dev checks run on
+# s22cand, s22sk and s22desc (softcap cases included).
 # 1. `prefill_dev quick` for each build in round 1, and for NS2 in round 2.
-# 2. `prefill_dev check` on s22cand and s22sk.
+# 2. `prefill_dev check` on s22cand, s22sk and s22desc.
 # 2b. (issue 18) `decode_probe roof`: this card's read ceilings, contiguous
 #    and paged, for the decode ratios of the product call that follows on
 #    the same machine (session 22's cuDNN read 3045 GB/s at 64 x 4096,
@@ -49,8 +51,8 @@ t0=$(date +%s)
 disown $!  # no `wait` may wait for it
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
-NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22lean s22ls s22le}
-NS2=${NS2:-s22base s22flat s22sk s22lean}
+NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le}
+NS2=${NS2:-s22base s22flat s22sk s22desc s22lean}
 for n in $NS; do
   [ -f "build-ab/prefill_dev_$n.gz" ] || { echo "missing build-ab/prefill_dev_$n.gz" >>"$S"; continue; }
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
@@ -65,7 +67,7 @@ for round in 1 2; do
     { echo "== quick $n, round $round (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/quick_${n}_$round.log"; } >>"$S"
   done
 done
-for n in s22cand s22sk; do
+for n in s22cand s22sk s22desc; do
   [ -x "build-sm90dev/prefill_dev_$n" ] || continue
   timeout "${CHECK_S:-90}" "build-sm90dev/prefill_dev_$n" check >"$OUT/check_$n.log" 2>&1
   echo "check $n: rc=$? $(grep -c FAIL "$OUT/check_$n.log") FAIL lines; $(tail -1 "$OUT/check_$n.log") ($(($(date +%s) - t0)) s)" >>"$S"

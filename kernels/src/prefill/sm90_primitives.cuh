@@ -43,6 +43,16 @@ __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint
          (static_cast<std::uint64_t>(stride_bytes >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of an address `bytes` (a multiple of 16) past base's: only
+// the start-address field (bits 0-13, the address >> 4) moves, and for a
+// shared-memory address (below 256 KB) it never carries out, so one 32-bit
+// add stands for smem_desc's add, mask, shift and or (PAGECHECK_WGMMA_DESC_ADD
+// in wgmma_tile.cuh).
+__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t base, std::uint32_t bytes) {
+  const std::uint32_t lo = static_cast<std::uint32_t>(base) + (bytes >> 4);
+  return (base & 0xFFFFFFFF00000000ull) | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

@@ -18,7 +18,27 @@
 #include "prefill/prefill_common.cuh"
 #include "prefill/sm90_primitives.cuh"
 
+// The k-steps' descriptors as a base descriptor plus each step's offset
+// (desc_at: one add) instead of smem_desc of each step's address (add,
+// mask, shift, or, and the constant high word: about 5 instructions each,
+// 24 descriptors a key tile). Nsight Compute (session 22, 16 x 512): the
+// uniform datapath's descriptor arithmetic was 23% of the consumers'
+// instructions in the key-tile loop, 28 of them between the turn's barrier
+// and the first wgmma. 0, the default until measured; 1 in a dev build.
+#ifndef PAGECHECK_WGMMA_DESC_ADD
+#define PAGECHECK_WGMMA_DESC_ADD 0
+#endif
+
 namespace pagecheck::gpu::attn {
+
+// A k-step's descriptor: base's plus `bytes`, or smem_desc of the address.
+__device__ __forceinline__ std::uint64_t step_desc(std::uint64_t base, std::uint32_t addr, std::uint32_t bytes,
+                                                   std::uint32_t leading_bytes) {
+  if constexpr (PAGECHECK_WGMMA_DESC_ADD)
+    return desc_at(base, bytes);
+  else
+    return smem_desc(addr + bytes, leading_bytes, 1024);
+}
 
 // S = Q K^T (or S += Q_lo K^T after it for a split query): kDK / 16
 // k-steps of 16 dims over 128-byte swizzled Q (kRowsQ rows a 64-dim column
@@ -28,17 +48,19 @@ template <bool kF16, int kRowsQ, int kKeys, int kDK = 128>
 __device__ __forceinline__ void issue_qk(float (&s)[kKeys / 2], std::uint32_t q_wg, std::uint32_t q_lo_wg,
                                          std::uint32_t ks, bool split_q) {
   static_assert(kDK == 64 || kDK == 128 || kDK == 256, "head dims of one, two or four 64-dim column halves");
+  const std::uint64_t q0 = smem_desc(q_wg, 16, 1024), k0 = smem_desc(ks, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kDK / 16; ++kk) {
-    const std::uint64_t da = smem_desc(q_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
-    const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
+    const std::uint64_t da = step_desc(q0, q_wg, (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16);
+    const std::uint64_t db = step_desc(k0, ks, (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16);
     wgmma_ss<kF16, kKeys / 2>(s, da, db, kk > 0);
   }
   if (split_q) {
+    const std::uint64_t q_lo0 = smem_desc(q_lo_wg, 16, 1024);
 #pragma unroll
     for (int kk = 0; kk < kDK / 16; ++kk) {
-      const std::uint64_t da = smem_desc(q_lo_wg + (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(ks + (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16, 1024);
+      const std::uint64_t da = step_desc(q_lo0, q_lo_wg, (kk >> 2) * (kRowsQ * 128) + (kk & 3) * 32, 16);
+      const std::uint64_t db = step_desc(k0, ks, (kk >> 2) * (kKeys * 128) + (kk & 3) * 32, 16);
       wgmma_ss<kF16, kKeys / 2>(s, da, db, true);
     }
   }
@@ -51,12 +73,14 @@ __device__ __forceinline__ void issue_qk(float (&s)[kKeys / 2], std::uint32_t q_
 template <bool kE5M2, int kRowsQ>
 __device__ __forceinline__ void issue_qk_fp8(float (&s)[64], std::uint32_t q_hi_wg, std::uint32_t q_lo_wg,
                                              std::uint32_t ks) {
+  const std::uint64_t hi0 = smem_desc(q_hi_wg, 16, 1024), lo0 = smem_desc(q_lo_wg, 16, 1024),
+                      k0 = smem_desc(ks, 16, 1024);
 #pragma unroll
   for (int part = 0; part < 2; ++part) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const std::uint64_t da = smem_desc((part ? q_lo_wg : q_hi_wg) + kk * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(ks + kk * 32, 16, 1024);
+      const std::uint64_t da = step_desc(part ? lo0 : hi0, part ? q_lo_wg : q_hi_wg, kk * 32, 16);
+      const std::uint64_t db = step_desc(k0, ks, kk * 32, 16);
       wgmma_ss_fp8<kE5M2>(s, da, db, part > 0 || kk > 0);
     }
   }
@@ -68,9 +92,10 @@ __device__ __forceinline__ void issue_qk_fp8(float (&s)[64], std::uint32_t q_hi_
 template <bool kF16, int kKeys, int kDV = 128>
 __device__ __forceinline__ void issue_pv(float (&o)[kDV / 2], const std::uint32_t (&pa)[kKeys / 16][4],
                                          std::uint32_t vs) {
+  const std::uint64_t v0 = smem_desc(vs, kKeys * 128, 1024);
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
-    const std::uint64_t dv = smem_desc(vs + kk * 16 * 128, kKeys * 128, 1024);
+    const std::uint64_t dv = step_desc(v0, vs, kk * 16 * 128, kKeys * 128);
     wgmma_rs<kF16>(o, pa[kk], dv);
   }
 }
@@ -245,9 +270,10 @@ __device__ __forceinline__ void pack_p_fp8(const float (&s)[kKeys / 2], std::uin
 template <bool kE5M2, int kKeys>
 __device__ __forceinline__ void issue_pv_fp8(float (&o)[64], const std::uint32_t (&pa)[kKeys / 16][4],
                                              std::uint32_t vs) {
+  const std::uint64_t v0 = smem_desc(vs, 16, 1024);
 #pragma unroll
   for (int c = 0; c < kKeys / 32; ++c) {
-    const std::uint64_t dv = smem_desc(vs + c * 32, 16, 1024);
+    const std::uint64_t dv = step_desc(v0, vs, c * 32, 16);
     wgmma_rs_fp8<kE5M2>(o, pa[2 * c], dv, 1);
     wgmma_rs_fp8<kE5M2>(o, pa[2 * c + 1], dv, 1);
   }
