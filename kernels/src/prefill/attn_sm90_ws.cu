@@ -234,7 +234,7 @@
 // samples on "no instruction" (FMHA, 16 x 512: 822 of 2534; 6.7% of all the
 // kernel's samples), most where the consumers jump from the key-tile loop
 // into the epilogue's first fragment, which sits past the softcap copy of
-// that loop (about 3700 instructions, 60 KB, never run at the bench shapes)
+// that loop (about 4000 instructions, 64 KB, never run at the bench shapes)
 // and is broken up by the cold output paths (float outputs, rows that do not
 // fill a tensor copy). PAGECHECK_WS_LEAN_SOFTCAP=1 drops the softcap copy
 // and PAGECHECK_WS_LEAN_EPI=1 the cold output paths, so that an A/B of
@@ -259,8 +259,8 @@
 #endif
 // The softcap's tanh by one ex2 and one rcp (tanh_ex2 in
 // prefill_common.cuh; 1) or tanhf (0, the default until measured): the
-// softcap copy of the key-tile loop is about 3700 instructions, two
-// thirds of them tanhf, and it sits between the loop and the epilogue.
+// softcap copy of the key-tile loop is about 4000 instructions, over half
+// of them tanhf, and it sits between the loop and the epilogue.
 #ifndef PAGECHECK_WS_FAST_TANH
 #define PAGECHECK_WS_FAST_TANH 0
 #endif
