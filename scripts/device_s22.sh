@@ -15,7 +15,8 @@
 #          scripts/build_prefill_dev.sh s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1
 #          scripts/build_prefill_dev.sh s22sk -DPAGECHECK_WS_SOFTCAP_KERNEL=1
 #          scripts/build_prefill_dev.sh s22desc -DPAGECHECK_WGMMA_DESC_ADD=1
-#          for n in s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le; do
+#          scripts/build_prefill_dev.sh s22wb2 -DPAGECHECK_WS_FP8_WIDEN_BATCH=2   (and s22wb4 with 4)
+#          for n in s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le s22wb2 s22wb4; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh && gzip -9 -c devbin/decode_probe >build-ab/decode_probe.gz
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
@@ -26,8 +27,11 @@
 # s22ls times in product form), and s22desc (the wgmma descriptors of the
 # k-steps by one add from a base, wgmma_tile.cuh): the dev checks run on
 # s22cand, s22sk and s22desc (softcap cases included).
-# 1. `prefill_dev quick` for each build in round 1, and for NS2 in round 2.
-# 2. `prefill_dev check` on s22cand, s22sk and s22desc.
+# 1. `prefill_dev quick` for each build in round 1, and for NS2 in round 2;
+#    then `prefill_dev fp8` (E4M3 beside BF16) for FP8S: s22wb2 and s22wb4
+#    load 2 or 4 staged FP8 chunks before widening the first (issue 24's
+#    E4M3 target; the producer's most sampled lines waited on each load).
+# 2. `prefill_dev check` on s22cand, s22sk, s22desc and s22wb4.
 # 2b. (issue 18) `decode_probe roof`: this card's read ceilings, contiguous
 #    and paged, for the decode ratios of the product call that follows on
 #    the same machine (session 22's cuDNN read 3045 GB/s at 64 x 4096,
@@ -52,8 +56,10 @@ disown $!  # no `wait` may wait for it
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
 NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le}
-NS2=${NS2:-s22base s22flat s22sk s22desc s22lean}
-for n in $NS; do
+NS2=${NS2:-s22base s22flat s22sk s22desc}
+FP8S=${FP8S:-s22base s22wb2 s22wb4}
+for n in $NS $FP8S; do
+  [ -x "build-sm90dev/prefill_dev_$n" ] && continue
   [ -f "build-ab/prefill_dev_$n.gz" ] || { echo "missing build-ab/prefill_dev_$n.gz" >>"$S"; continue; }
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
@@ -62,12 +68,18 @@ for round in 1 2; do
   [ "$round" = 2 ] && names=$NS2
   for n in $names; do
     [ -x "build-sm90dev/prefill_dev_$n" ] || continue
-    [ $(($(date +%s) - t0)) -lt "${BUDGET:-330}" ] || break
+    [ $(($(date +%s) - t0)) -lt "${BUDGET:-300}" ] || break
     timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
     { echo "== quick $n, round $round (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/quick_${n}_$round.log"; } >>"$S"
   done
 done
-for n in s22cand s22sk s22desc; do
+for n in $FP8S; do
+  [ -x "build-sm90dev/prefill_dev_$n" ] || continue
+  [ $(($(date +%s) - t0)) -lt "${FP8_BEFORE:-390}" ] || break
+  timeout 60 "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/fp8_$n.log" 2>&1
+  { echo "== fp8 $n (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/fp8_$n.log"; } >>"$S"
+done
+for n in s22cand s22sk s22desc s22wb4; do
   [ -x "build-sm90dev/prefill_dev_$n" ] || continue
   timeout "${CHECK_S:-90}" "build-sm90dev/prefill_dev_$n" check >"$OUT/check_$n.log" 2>&1
   echo "check $n: rc=$? $(grep -c FAIL "$OUT/check_$n.log") FAIL lines; $(tail -1 "$OUT/check_$n.log") ($(($(date +%s) - t0)) s)" >>"$S"

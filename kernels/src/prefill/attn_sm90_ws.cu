@@ -273,6 +273,11 @@
 #ifndef PAGECHECK_WS_SOFTCAP_KERNEL
 #define PAGECHECK_WS_SOFTCAP_KERNEL 0
 #endif
+// FP8 widening: staged chunks loaded ahead of their widening, this many at
+// a time (widen_unit_fp8; 1, the default until measured).
+#ifndef PAGECHECK_WS_FP8_WIDEN_BATCH
+#define PAGECHECK_WS_FP8_WIDEN_BATCH 1
+#endif
 
 namespace pagecheck::gpu::attn {
 bool sm90_ws_out_tma_enabled();
@@ -728,15 +733,29 @@ __device__ __forceinline__ void widen_unit_fp8(std::uint32_t tile, std::uint32_t
   // (16 KB apart, the same banks), two wavefronts a quarter warp (Nsight
   // Compute, session 20: 13% of the E4M3 kernel's shared wavefronts excess).
   const bool high_first = (threadIdx.x % 8) >= 4;
+  // PAGECHECK_WS_FP8_WIDEN_BATCH loads in flight before the first of them is
+  // widened (1, the default until measured: load, widen, store, one chunk
+  // at a time). The loads and stores are volatile asm with a memory
+  // clobber, so each load waits behind the previous chunk's stores:
+  // Nsight Compute (session 22, E4M3 8 x 2048) put the producer's most
+  // sampled lines on the first use of each load (400-500 samples each,
+  // eight a unit).
+  constexpr int kBatch = PAGECHECK_WS_FP8_WIDEN_BATCH < kSteps ? PAGECHECK_WS_FP8_WIDEN_BATCH : kSteps;
+  static_assert(kBatch >= 1 && kSteps % kBatch == 0, "a batch divides the unit's steps");
 #pragma unroll
-  for (int jj = 0; jj < kSteps; ++jj) {
-    const int j = j0 + jj;
-    uint4 raw = ld_shared16(slot + slot_lane + jj * 512);
-    if (high_first) raw = make_uint4(raw.z, raw.w, raw.x, raw.y);
-    uint4 first, second;
-    fp8x16_widen<KV, kToF16>(raw, first, second);
-    st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, first);
-    st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, second);
+  for (int j1 = 0; j1 < kSteps; j1 += kBatch) {
+    uint4 raw[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) raw[b] = ld_shared16(slot + slot_lane + (j1 + b) * 512);
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int j = j0 + j1 + b;
+      if (high_first) raw[b] = make_uint4(raw[b].z, raw[b].w, raw[b].x, raw[b].y);
+      uint4 first, second;
+      fp8x16_widen<KV, kToF16>(raw[b], first, second);
+      st_shared16(tile + dst_lane[j % 2][0] + (j / 2) * 1024, first);
+      st_shared16(tile + dst_lane[j % 2][1] + (j / 2) * 1024, second);
+    }
   }
 }
 
