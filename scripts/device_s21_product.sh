@@ -24,14 +24,24 @@ OUT=${OUT:-s21pout}
 PACK=${PACK:-.}
 mkdir -p "$OUT/bench" /tmp/s21bin
 : >"$OUT/summary.txt"
-(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "$PACK/s21p_partial.tgz" .) &
+# The watchdog's output goes to /dev/null: a sleep that held the caller's
+# stdout kept the device call open until it ended (session 22's product
+# call returned at 570 s, its work done in about 260).
+(sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "$PACK/s21p_partial.tgz" .) >/dev/null 2>&1 &
 watchdog=$!
 disown "$watchdog"  # no `wait` may wait for it
 CARRY=${CARRY:-build-s18/carry}  # or build-s18/carry-w4 (sections capped at four waves, session 21)
 gunzip -c "$CARRY/pagecheck.gz" >/tmp/s21bin/pagecheck && chmod +x /tmp/s21bin/pagecheck
+# FlashInfer's entries in the same bench where the carry holds the adapter
+# (external.tgz of scripts/device_flashinfer_check.sh build, copied in).
+if [ -f "$CARRY/external.tgz" ]; then
+  mkdir -p /tmp/s21bin/ext && tar xzf "$CARRY/external.tgz" -C /tmp/s21bin/ext
+  so=$(find /tmp/s21bin/ext -name 'libpagecheck_flashinfer.so' | head -1)
+  [ -n "$so" ] && export PEER_KERNEL=$so
+fi
 export PATH="/tmp/s21bin:$PATH:/usr/local/cuda/bin" NO_COLOR=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$OUT/summary.txt"
-echo "commit $(cat "$CARRY/COMMIT" 2>/dev/null) ($CARRY)" >>"$OUT/summary.txt"
+echo "commit $(cat "$CARRY/COMMIT" 2>/dev/null) ($CARRY); FlashInfer: ${PEER_KERNEL:-none}" >>"$OUT/summary.txt"
 if [ "${DECODE_SUITE:-0}" = 1 ]; then
   PAGECHECK_DECODE_TMA=${DECODE_TMA:-0} timeout 200 pagecheck run --paths reference,direct,split,auto --no-timing \
     --require-gpu -q --json "$OUT/suite_decode.json" >"$OUT/suite_decode.log" 2>&1
@@ -41,6 +51,7 @@ timeout 200 pagecheck run --paths reference,prefill,fmha --no-timing --require-g
   --json "$OUT/suite_prefill.json" >"$OUT/suite_prefill.log" 2>&1
 echo "suite prefill rc=$?: $(tail -3 "$OUT/suite_prefill.log" | tr '\n' ' ' | cut -c1-300)" >>"$OUT/summary.txt"
 DECODE_TMA=${DECODE_TMA:-0} scripts/device_peer_benches.sh "$OUT/bench" "$OUT/summary.txt"
+pkill -P "$watchdog" 2>/dev/null  # its sleep
 kill "$watchdog" 2>/dev/null
 (cd "$OUT" && tar czf "$PACK/s21p.tgz" .)
 cat "$OUT/summary.txt"

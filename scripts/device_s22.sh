@@ -51,8 +51,11 @@ root=$(pwd)
 export PATH="/usr/local/cuda/bin:$PATH" NO_COLOR=1
 mkdir -p "$OUT" build-sm90dev
 t0=$(date +%s)
-(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s22_partial.tgz" .) &
-disown $!  # no `wait` may wait for it
+# Output to /dev/null: a watchdog holding the caller's stdout keeps the
+# device call open until its sleep ends (session 22's product call).
+(sleep "${WATCHDOG:-560}" && cd "$OUT" && tar czf "$PACK/s22_partial.tgz" .) >/dev/null 2>&1 &
+watchdog=$!
+disown "$watchdog"  # no `wait` may wait for it
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
 NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le}
@@ -113,4 +116,6 @@ for n in ${SASS:-s22base s22lean}; do
   done
 done
 ls -la "$PACK" >>"$PACK/s22_summary.txt"
+pkill -P "$watchdog" 2>/dev/null  # its sleep
+kill "$watchdog" 2>/dev/null
 cat "$S"

@@ -61,7 +61,9 @@ call_start() {
   BIN=/tmp/${name}bin
   unpack_carry "$carry"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/summary.txt"
-  (sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/${name}_partial.tgz" --exclude='*.tgz' .) &
+  # Output to /dev/null: a watchdog holding the caller's stdout keeps the
+  # device call open until its sleep ends (session 22).
+  (sleep "${WATCHDOG:-570}" && cd "$OUT" && tar czf "${PACK:-.}/${name}_partial.tgz" --exclude='*.tgz' .) >/dev/null 2>&1 &
   watchdog=$!
 }
 
