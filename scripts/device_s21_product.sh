@@ -4,6 +4,9 @@
 #   here:  ninja -C build-s18 pagecheck   (build-s18 as scripts/device_s19_call.sh configures it)
 #          strip -o build-s18/carry/pagecheck build-s18/app/pagecheck && gzip -9 -f build-s18/carry/pagecheck
 #          git rev-parse HEAD >build-s18/carry/COMMIT
+#          FlashInfer's entries (optional): scripts/device_flashinfer_check.sh build 90, then
+#            tar xzf build-fi/carry/external.tgz -C /tmp/fix examples/external/flashinfer/libpagecheck_flashinfer.so
+#            tar czf build-s18/carry/external.tgz -C /tmp/fix examples
 #   there: D=$OUT; OUT=/tmp/s21p PACK=$D scripts/device_s21_product.sh
 #   (CARRY=build-s18/carry-w4: the product with the sections of
 #   -DPAGECHECK_WS_SECTION_WAVES=4, built with that define set in the
