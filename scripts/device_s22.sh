@@ -66,22 +66,22 @@ for n in $NS $FP8S; do
   [ -f "build-ab/prefill_dev_$n.gz" ] || { echo "missing build-ab/prefill_dev_$n.gz" >>"$S"; continue; }
   gunzip -c "build-ab/prefill_dev_$n.gz" >"build-sm90dev/prefill_dev_$n" && chmod +x "build-sm90dev/prefill_dev_$n"
 done
-for round in 1 2; do
-  names=$NS
-  [ "$round" = 2 ] && names=$NS2
-  for n in $names; do
+# timed MODE TAG BEFORE NAME...: `prefill_dev_NAME MODE` for each build
+# while the clock is under BEFORE s, its log as MODE_NAME_TAG.log and its
+# timing lines in the summary.
+timed() {
+  local mode=$1 tag=$2 before=$3 n
+  shift 3
+  for n in "$@"; do
     [ -x "build-sm90dev/prefill_dev_$n" ] || continue
-    [ $(($(date +%s) - t0)) -lt "${BUDGET:-300}" ] || break
-    timeout 60 "build-sm90dev/prefill_dev_$n" quick >"$OUT/quick_${n}_$round.log" 2>&1
-    { echo "== quick $n, round $round (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/quick_${n}_$round.log"; } >>"$S"
+    [ $(($(date +%s) - t0)) -lt "$before" ] || break
+    timeout 60 "build-sm90dev/prefill_dev_$n" "$mode" >"$OUT/${mode}_${n}_$tag.log" 2>&1
+    { echo "== $mode $n, $tag (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/${mode}_${n}_$tag.log"; } >>"$S"
   done
-done
-for n in $FP8S; do
-  [ -x "build-sm90dev/prefill_dev_$n" ] || continue
-  [ $(($(date +%s) - t0)) -lt "${FP8_BEFORE:-390}" ] || break
-  timeout 60 "build-sm90dev/prefill_dev_$n" fp8 >"$OUT/fp8_$n.log" 2>&1
-  { echo "== fp8 $n (rc $?, $(($(date +%s) - t0)) s)"; grep -E "TFLOP|FAIL|rror" "$OUT/fp8_$n.log"; } >>"$S"
-done
+}
+timed quick 1 "${BUDGET:-300}" $NS
+timed quick 2 "${BUDGET:-300}" $NS2
+timed fp8 1 "${FP8_BEFORE:-390}" $FP8S
 for n in s22cand s22sk s22desc s22wb4; do
   [ -x "build-sm90dev/prefill_dev_$n" ] || continue
   timeout "${CHECK_S:-90}" "build-sm90dev/prefill_dev_$n" check >"$OUT/check_$n.log" 2>&1

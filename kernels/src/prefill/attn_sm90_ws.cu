@@ -1377,17 +1377,14 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         // Approximate division and log2 (sum >= 1: the row's largest term is
         // 1): the IEEE ones took ~1100 of the epilogue's 4400 cycles with
         // their slow paths (clock stamps, session 8).
-        if constexpr (PAGECHECK_WS_FLAT_STATS) {
-          const float keep = add_sink_row_flat(view.sinks, head, m_row, sum);
-          const bool any = sum > 0.f;
-          const float r = fast_rcp(any ? sum : 1.f);
-          inv[h] = any ? p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f) * r : 0.f;
-          lse[h] = any ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
-        } else {
-          const float keep = add_sink_row(view.sinks, head, m_row, sum);
-          inv[h] = sum > 0.f ? __fdividef(p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f), sum) : 0.f;
-          lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
-        }
+        const float keep = PAGECHECK_WS_FLAT_STATS ? add_sink_row_flat(view.sinks, head, m_row, sum)
+                                                   : add_sink_row(view.sinks, head, m_row, sum);
+        const float num = p.a.out_scale * keep * (T::kFp8PV ? 1.f / kFp8PScale : 1.f);
+        if constexpr (PAGECHECK_WS_FLAT_STATS)
+          inv[h] = sum > 0.f ? num * fast_rcp(sum > 0.f ? sum : 1.f) : 0.f;
+        else
+          inv[h] = sum > 0.f ? __fdividef(num, sum) : 0.f;
+        lse[h] = sum > 0.f ? (m_row + fast_log2(sum)) * 0.6931471805599453f : -INFINITY;
       }
     };
 
