@@ -1681,16 +1681,23 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
         store_lse();
       }
     } else {
+      // F32 outputs (the output has the query's dtype: F32, F16 or BF16, as
+      // case_file.cpp and synthetic.cpp check), straight from the
+      // accumulators. A float2 store instead of store2's three-way switch:
+      // this cold path sits inside the hot epilogue's code (ptxas lays it
+      // out there whatever the branch order or hints, scripts/sass_layout.py),
+      // and the switch tripled it.
+      float* const out_f32 = static_cast<float*>(view.output);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = k.row0 + wg_row + g + 8 * h;
         if (row >= k.rows_total) continue;
         const std::int64_t token = k.q_begin + row / group;
         const int head = k.kv_head * group + row % group;
-        const std::int64_t out_row = (token * view.q_heads + head) * T::DV;
+        float* const out_row = out_f32 + (token * view.q_heads + head) * T::DV + 2 * t;
 #pragma unroll
         for (int d = 0; d < kDBlocks; ++d)
-          store2(odt, view.output, out_row + d * 8 + 2 * t, o[d * 4 + 2 * h] * inv[h], o[d * 4 + 2 * h + 1] * inv[h]);
+          *reinterpret_cast<float2*>(out_row + d * 8) = make_float2(o[d * 4 + 2 * h] * inv[h], o[d * 4 + 2 * h + 1] * inv[h]);
       }
       store_lse();
       if (p.q_tma) release(q_empty(q_buf));  // this warpgroup is done with the Q buffer
