@@ -7,6 +7,7 @@
 #          FlashInfer's entries (optional): scripts/device_flashinfer_check.sh build 90, then
 #            tar xzf build-fi/carry/external.tgz -C /tmp/fix examples/external/flashinfer/libpagecheck_flashinfer.so
 #            tar czf build-s18/carry/external.tgz -C /tmp/fix examples
+#          (all of it in one command: scripts/prepare_device_calls.sh product)
 #   there: D=$OUT; OUT=/tmp/s21p PACK=$D scripts/device_s21_product.sh
 #   (CARRY=build-s18/carry-w4: the product with the sections of
 #   -DPAGECHECK_WS_SECTION_WAVES=4, built with that define set in the

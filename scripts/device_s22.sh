@@ -19,6 +19,7 @@
 #          for n in s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le s22wb2 s22wb4; do
 #            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
 #          scripts/build_decode_probe.sh && gzip -9 -c devbin/decode_probe >build-ab/decode_probe.gz
+#          (all of it in one command: scripts/prepare_device_calls.sh ab)
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
 # The lean builds give wrong results wherever a case needs what they
 # dropped, so they only time. s22flat (the row statistics without jumps)

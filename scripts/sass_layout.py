@@ -13,6 +13,7 @@ where cold paths sit between hot ones (docs/performance.md, session 23).
   scripts/sass_layout.py /tmp/ws.cubin                 # the kernels: index, instructions, name
   scripts/sass_layout.py /tmp/ws.cubin -k 6 --map      # kernel 6, a line per 64 instructions
   scripts/sass_layout.py /tmp/ws.cubin -k 6 --lines    # instructions per source line, most first
+  scripts/sass_layout.py /tmp/ws.cubin -k 6 --lines --range 1152 2720   # the same over a stretch
   scripts/sass_layout.py /tmp/ws.cubin -k 6 --where attn_sm90_ws.cu:1693
                                                        # the address ranges of a line
 
@@ -97,6 +98,8 @@ def main():
     ap.add_argument("--lines", action="store_true", help="instructions per source line, most first")
     ap.add_argument("--top", type=int, default=40)
     ap.add_argument("--where", help="FILE:LINE: the address ranges (in instructions) it occupies")
+    ap.add_argument("--range", nargs=2, type=int, metavar=("FIRST", "END"),
+                    help="--lines over instructions FIRST .. END only (a loop's stretch, from --map)")
     a = ap.parse_args()
 
     sections = text_sections(a.cubin)
@@ -132,8 +135,10 @@ def main():
                 print(f"{start // 16:7d} .. {end // 16:7d}  ({(end - start) // 16})")
     elif a.lines:
         cnt = collections.Counter()
+        lo, hi = (a.range[0] * 16, a.range[1] * 16) if a.range else (0, size)
         for start, end, n in sp:
-            cnt[n] += (end - start) // 16
+            cnt[n] += max(0, min(end, hi) - max(start, lo)) // 16
+        print(f"# {sum(cnt.values())} instructions in range")
         for n, c in cnt.most_common(a.top):
             print(f"{c:6d} {n}")
     else:  # --map, the default view of one kernel
