@@ -59,7 +59,7 @@ watchdog=$!
 disown "$watchdog"  # no `wait` may wait for it
 S=$OUT/summary.txt
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader >"$S"
-NS=${NS:-s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le}
+NS=${NS:-s22base s22flat s22cand s22sk s22desc s22lean s22le}  # s22tanh, s22ls: built on request
 NS2=${NS2:-s22base s22flat s22sk s22desc}
 FP8S=${FP8S:-s22base s22wb2 s22wb4}
 for n in $NS $FP8S; do

@@ -27,6 +27,9 @@ build_ab() {
   mkdir -p build-ab
   # name and defines, as device_s22.sh's header lists them; the call's
   # first round runs them in this order, so the likely winners come first.
+  # s22tanh and s22ls are left out: `quick` has no softcap, so s22tanh
+  # times only a shorter cold copy (s22cand has it, checked), and s22ls
+  # times what s22sk does in product form.
   local variants=(
     "s22base"
     "s22flat -DPAGECHECK_WS_FLAT_STATS=1"
@@ -34,8 +37,6 @@ build_ab() {
     "s22desc -DPAGECHECK_WGMMA_DESC_ADD=1"
     "s22lean -DPAGECHECK_WS_LEAN_SOFTCAP=1 -DPAGECHECK_WS_LEAN_EPI=1"
     "s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1"
-    "s22tanh -DPAGECHECK_WS_FAST_TANH=1"
-    "s22ls -DPAGECHECK_WS_LEAN_SOFTCAP=1"
     "s22le -DPAGECHECK_WS_LEAN_EPI=1"
     "s22wb2 -DPAGECHECK_WS_FP8_WIDEN_BATCH=2"
     "s22wb4 -DPAGECHECK_WS_FP8_WIDEN_BATCH=4"
