@@ -1017,7 +1017,10 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
     // barrier. V to the P V operand type, K to the Q K^T one.
     const auto widen_next = [&](auto after_c) {
       constexpr int kAfter = decltype(after_c)::value;
-      const bool value = pend[0] & 1u;
+      // FP8-K stages V alone (load below), so its K branches are dead: said
+      // at compile time, the producer's code loses the K widening (to BF16,
+      // about 500 instructions between its hot lines).
+      const bool value = T::kFp8K || (pend[0] & 1u);
       const std::int64_t c = static_cast<std::int64_t>(pend[0] >> 1);
       const int unit = static_cast<int>(widened % T::kFp8Units);
       const int ns = value ? kVS : kKS;  // K's or V's stages
@@ -1123,7 +1126,7 @@ __global__ void __launch_bounds__(T::kThreads, 1) attn_ws_kernel(const __grid_co
             ++npend;
 #pragma unroll
             for (int u = 0; u < T::kFp8Units; ++u) {
-              if (value)
+              if (T::kFp8K || value)
                 stage_unit_fp8<kSteps>(slot_of(staged), value_chunk, rows.value, rows.valid, slot_lane, u * kSteps);
               else
                 stage_unit_fp8<kSteps>(slot_of(staged), key_chunk, rows.key, rows.valid, slot_lane, u * kSteps);
