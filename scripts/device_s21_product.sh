@@ -1,13 +1,9 @@
 #!/usr/bin/env bash
 # The product beside the peers (issues 18 and 24), carrying build-s18/carry
 # (written for session 21; session 22 runs it after scripts/device_s21b.sh):
-#   here:  ninja -C build-s18 pagecheck   (build-s18 as scripts/device_s19_call.sh configures it)
-#          strip -o build-s18/carry/pagecheck build-s18/app/pagecheck && gzip -9 -f build-s18/carry/pagecheck
-#          git rev-parse HEAD >build-s18/carry/COMMIT
-#          FlashInfer's entries (optional): scripts/device_flashinfer_check.sh build 90, then
-#            tar xzf build-fi/carry/external.tgz -C /tmp/fix examples/external/flashinfer/libpagecheck_flashinfer.so
-#            tar czf build-s18/carry/external.tgz -C /tmp/fix examples
-#          (all of it in one command: scripts/prepare_device_calls.sh product)
+#   here:  scripts/prepare_device_calls.sh product   (pagecheck and
+#          FlashInfer's adapter by scripts/device_flashinfer_check.sh build 90,
+#          packed into build-s18/carry: pagecheck.gz, external.tgz, COMMIT)
 #   there: D=$OUT; OUT=/tmp/s21p PACK=$D scripts/device_s21_product.sh
 #   (CARRY=build-s18/carry-w4: the product with the sections of
 #   -DPAGECHECK_WS_SECTION_WAVES=4, built with that define set in the

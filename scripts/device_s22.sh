@@ -4,22 +4,13 @@
 # 16 x 512) put a third of the epilogue's stall samples on "no
 # instruction"; the softcap copy of the loop and the cold output paths sit
 # between and inside the hot code. Developer knobs (attn_sm90_ws.cu) drop
-# them, trapping where a case needs them, so only `prefill_dev quick`
-# (BF16, whole tiles, no softcap) runs on them:
-#   here:  scripts/build_prefill_dev.sh s22base
-#          scripts/build_prefill_dev.sh s22lean -DPAGECHECK_WS_LEAN_SOFTCAP=1 -DPAGECHECK_WS_LEAN_EPI=1
-#          scripts/build_prefill_dev.sh s22ls -DPAGECHECK_WS_LEAN_SOFTCAP=1
-#          scripts/build_prefill_dev.sh s22le -DPAGECHECK_WS_LEAN_EPI=1
-#          scripts/build_prefill_dev.sh s22flat -DPAGECHECK_WS_FLAT_STATS=1
-#          scripts/build_prefill_dev.sh s22tanh -DPAGECHECK_WS_FAST_TANH=1
-#          scripts/build_prefill_dev.sh s22cand -DPAGECHECK_WS_FAST_TANH=1 -DPAGECHECK_WS_FLAT_STATS=1
-#          scripts/build_prefill_dev.sh s22sk -DPAGECHECK_WS_SOFTCAP_KERNEL=1
-#          scripts/build_prefill_dev.sh s22desc -DPAGECHECK_WGMMA_DESC_ADD=1
-#          scripts/build_prefill_dev.sh s22wb2 -DPAGECHECK_WS_FP8_WIDEN_BATCH=2   (and s22wb4 with 4)
-#          for n in s22base s22flat s22tanh s22cand s22sk s22desc s22lean s22ls s22le s22wb2 s22wb4; do
-#            gzip -9 -c build-sm90dev/prefill_dev_$n >build-ab/prefill_dev_$n.gz; done
-#          scripts/build_decode_probe.sh && gzip -9 -c devbin/decode_probe >build-ab/decode_probe.gz
-#          (all of it in one command: scripts/prepare_device_calls.sh ab)
+# them, running the kept path where a case needs them (wrong results), so
+# only `prefill_dev quick` (BF16, whole tiles, no softcap) runs on them:
+#   here:  scripts/prepare_device_calls.sh ab   (the variants and their
+#          defines are listed there; each is scripts/build_prefill_dev.sh NAME
+#          -D..., gzipped into build-ab, with decode_probe; s22tanh
+#          -DPAGECHECK_WS_FAST_TANH=1 and s22ls -DPAGECHECK_WS_LEAN_SOFTCAP=1
+#          only on request)
 #   there: D=$OUT; OUT=/tmp/s22 PACK=$D scripts/device_s22.sh   (carrying build-ab)
 # The lean builds give wrong results wherever a case needs what they
 # dropped, so they only time. s22flat (the row statistics without jumps)

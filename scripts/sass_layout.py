@@ -93,7 +93,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cubin")
     ap.add_argument("-k", "--kernel", help="index from the listing, or a substring of the section name")
-    ap.add_argument("--map", action="store_true", help="a line per window: its top source lines")
+    ap.add_argument("--map", action="store_true", help="a line per window: its top source lines (the default)")
     ap.add_argument("--window", type=int, default=64, help="instructions per --map line (64)")
     ap.add_argument("--lines", action="store_true", help="instructions per source line, most first")
     ap.add_argument("--top", type=int, default=40)
@@ -101,6 +101,8 @@ def main():
     ap.add_argument("--range", nargs=2, type=int, metavar=("FIRST", "END"),
                     help="--lines over instructions FIRST .. END only (a loop's stretch, from --map)")
     a = ap.parse_args()
+    if a.window < 1:
+        ap.error("--window must be at least 1")
 
     sections = text_sections(a.cubin)
     seqs = line_sequences(a.cubin)
